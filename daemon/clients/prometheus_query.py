@@ -1,0 +1,106 @@
+"""PromQL instant queries through prometheus-api-client, run off the event loop with timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+from urllib3.util.retry import Retry
+
+
+class PrometheusQueryError(RuntimeError):
+    """A query failed: Prometheus down, slow, or it rejected the query."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromSample:
+    """One value of one series with the timestamp Prometheus returned (seconds)."""
+
+    metric: Mapping[str, str]
+    value: float
+    timestamp: float
+
+
+class PrometheusQueryClient:
+    """Instant queries against one Prometheus server.
+
+    The SDK is blocking, so each call runs in a worker thread; the HTTP timeout is set on the
+    request itself so a timed-out thread does not linger, and ``asyncio.timeout`` bounds the
+    wait. Retries are off: the caller polls again on its next tick.
+    """
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._connect = PrometheusConnect(
+            url=self.url,
+            headers=dict(headers or {}),
+            retry=Retry(total=0, raise_on_status=False),
+            # requests takes float seconds; the SDK's hint says int.
+            timeout=timeout_s,  # type: ignore[arg-type]
+        )
+
+    async def instant_query(self, promql: str, at: float | None = None) -> list[PromSample]:
+        """Evaluate ``promql`` at ``at`` (default: now); return every sample of every series.
+
+        Vector results give one sample per series at the evaluation time; a range selector
+        (``metric[1m]``) gives the raw samples with the timestamps they were scraped at.
+        """
+        params = {} if at is None else {"time": f"{at:.3f}"}
+        try:
+            async with asyncio.timeout(self._timeout_s + 1.0):
+                raw = await asyncio.to_thread(self._connect.custom_query, promql, params)
+        except TimeoutError:
+            raise PrometheusQueryError(
+                f"{self.url}: query timed out after {self._timeout_s:g}s"
+            ) from None
+        except PrometheusApiClientException as exc:
+            raise PrometheusQueryError(f"{self.url}: {_first_line(exc)}") from None
+        except requests.RequestException as exc:
+            raise PrometheusQueryError(f"{self.url}: {_describe_request_error(exc)}") from None
+        except (ValueError, KeyError) as exc:
+            raise PrometheusQueryError(f"{self.url}: malformed response ({exc})") from None
+        return _to_samples(raw)
+
+    async def close(self) -> None:
+        """Close the underlying HTTP session."""
+        session = getattr(self._connect, "_session", None)
+        if session is not None:
+            await asyncio.to_thread(session.close)
+
+
+def _to_samples(raw: Any) -> list[PromSample]:
+    """Flatten a vector or matrix result into samples; reject anything else."""
+    if not isinstance(raw, list):
+        raise PrometheusQueryError(f"unexpected result type {type(raw).__name__}")
+    samples: list[PromSample] = []
+    for series in raw:
+        metric = {str(k): str(v) for k, v in series.get("metric", {}).items()}
+        points = series.get("values") or ([series["value"]] if "value" in series else [])
+        for ts, text in points:
+            value = float(text)
+            # Prometheus returns "NaN" for stale or undefined values; they carry no data.
+            if math.isnan(value):
+                continue
+            samples.append(PromSample(metric=metric, value=value, timestamp=float(ts)))
+    return samples
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:300]
+
+
+def _describe_request_error(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.ConnectionError):
+        return "connection failed (is Prometheus running?)"
+    if isinstance(exc, requests.Timeout):
+        return "request timed out"
+    return f"{type(exc).__name__}: {_first_line(exc)}"
