@@ -1,0 +1,139 @@
+"""``triton.update_config``: patch a model's live config, reload it through the repository API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from daemon.actions.registry import (
+    ActionContext,
+    ActionFailed,
+    ActionParams,
+    ActionResult,
+    BoundsExceeded,
+    UndoStep,
+    action,
+)
+from daemon.core.config_patch import (
+    BoundError,
+    ConfigPatch,
+    PatchError,
+    apply_patch,
+    bound_for,
+    parse_path,
+)
+from daemon.core.playbook_model import Duration
+
+
+class UpdateConfigParams(ActionParams):
+    """Paths are dotted with indices, e.g. ``dynamic_batching.max_queue_delay_microseconds``."""
+
+    model: str | None = Field(None, description="model name; default: the incident's model")
+    set: dict[str, Any] = Field(default_factory=dict, description="path → new value")
+    add: dict[str, float] = Field(default_factory=dict, description="path → number to add")
+    remove: list[str] = Field(default_factory=list, description="paths to delete")
+    ready_timeout: Duration = Field(120.0, description="how long to wait for the model to be ready")
+    restore_on_resolve: bool = Field(
+        False, description="load the previous config again when the incident resolves"
+    )
+
+    @field_validator("set", "add")
+    @classmethod
+    def _paths(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for path in value:
+            try:
+                parse_path(path)
+            except PatchError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> UpdateConfigParams:
+        if not (self.set or self.add or self.remove):
+            raise ValueError("give at least one of set, add, remove")
+        return self
+
+    def patch(self) -> ConfigPatch:
+        """Return the config patch these parameters describe."""
+        return ConfigPatch(set=self.set, add=self.add, remove=tuple(self.remove))
+
+
+def patched(ctx: ActionContext, config: dict[str, Any], patch: ConfigPatch) -> Any:
+    """Apply ``patch`` within the context's bounds; BoundsExceeded/ActionFailed on refusal."""
+    try:
+        return apply_patch(config, patch, ctx.bounds)
+    except BoundError as exc:
+        raise BoundsExceeded(str(exc)) from None
+    except PatchError as exc:
+        raise ActionFailed(str(exc)) from None
+
+
+async def plan_patch(ctx: ActionContext, model: str, patch: ConfigPatch) -> dict[str, Any]:
+    """Return the changes a patch would make, from the live or fixture config when known.
+
+    Without a config, values being set are still checked against their bounds, so a dry-run
+    test can prove that bounds block a change.
+    """
+    config = await ctx.read_config(model)
+    if config is None:
+        for path, value in patch.set.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                bound = bound_for(path, ctx.bounds)
+                if bound is None:
+                    raise BoundsExceeded(f"{path} has no bound; add one under guards.bounds")
+                try:
+                    bound.check(path, float(value))
+                except BoundError as exc:
+                    raise BoundsExceeded(str(exc)) from None
+        return {"model": model, "config_known": False}
+    _, changes = patched(ctx, config, patch)
+    return {"model": model, "changes": [c.as_dict() for c in changes]}
+
+
+async def _plan(ctx: ActionContext, params: UpdateConfigParams) -> dict[str, Any]:
+    return await plan_patch(ctx, params.model or ctx.subject.model, params.patch())
+
+
+async def reload_with_patch(
+    ctx: ActionContext,
+    model: str,
+    patch: ConfigPatch,
+    ready_timeout: float,
+    *,
+    restore_on_resolve: bool,
+) -> ActionResult:
+    """Read the live config, apply ``patch``, load it, wait ready, confirm, return the undo."""
+    triton = ctx.need_triton()
+    previous = await triton.model_config(model)
+    new, changes = patched(ctx, previous, patch)
+    if not changes:
+        return ActionResult(detail={"model": model, "changes": [], "note": "already in place"})
+    await triton.load(model, new, timeout_s=ready_timeout)
+    await triton.wait_model_ready(model, timeout_s=ready_timeout)
+    after = await triton.model_config(model)
+    _, remaining = patched(ctx, after, patch)
+    if remaining:
+        # Triton kept the old model (a failed load leaves it serving): say what did not apply.
+        paths = ", ".join(c.path for c in remaining)
+        raise ActionFailed(f"{model}: reload did not apply {paths}; the server kept its config")
+    undo = UndoStep(
+        "triton.load",
+        {"model": model, "config": previous, "ready_timeout": ready_timeout},
+        on_resolve=restore_on_resolve,
+    )
+    return ActionResult(
+        detail={"model": model, "changes": [c.as_dict() for c in changes]}, undo=undo
+    )
+
+
+@action("triton.update_config", UpdateConfigParams, reloads_model=True, plan=_plan)
+async def update_config(ctx: ActionContext, params: UpdateConfigParams) -> ActionResult:
+    """Patch the model's live config and reload it explicitly; keeps the old config for rollback."""
+    return await reload_with_patch(
+        ctx,
+        params.model or ctx.subject.model,
+        params.patch(),
+        params.ready_timeout,
+        restore_on_resolve=params.restore_on_resolve,
+    )
