@@ -1,0 +1,56 @@
+# Two entry points do all set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test lint unit live bench system-deps venv clean record
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[lab,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Prometheus and node-exporter are real components in the end-to-end tests and the demo.
+system-deps:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v prometheus-node-exporter >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null; }
+	@command -v kubectl >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null; }
+	@# The daemon packaging starts Prometheus itself; stop the distro services so ports stay free.
+	@-systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+	@-pkill -x prometheus >/dev/null 2>&1 || true
+
+lint: venv
+	$(BIN)/ruff check daemon tests benchmarks
+	$(BIN)/ruff format --check daemon tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: venv
+	$(BIN)/pytest -q -m "not live"
+
+live: venv system-deps
+	$(BIN)/pytest -q -m live
+
+# The whole test suite: lint, type checks, layer contracts, unit, replay and live end-to-end tests.
+test: venv system-deps lint
+	$(BIN)/pytest -q
+
+# The main job: a local Triton, the daemon against it, faults injected one after another.
+demo: venv system-deps
+	$(BIN)/tritonguard demo
+
+bench: venv
+	$(BIN)/python -m benchmarks.run
+
+# Re-record the lab's trace fixtures from a real Triton (slow: minutes per scenario).
+record: venv
+	$(BIN)/python -m daemon.lab.record --out tests/fixtures/traces
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

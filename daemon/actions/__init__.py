@@ -1,0 +1,1 @@
+"""Actions: one module each, registered by name; playbook steps call them."""

@@ -1,0 +1,122 @@
+"""Findings, evidence and incident events: what signatures produce and what playbooks consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# The cause catalogue of DESIGN.md. These identifiers are a public contract.
+CAUSES: tuple[str, ...] = (
+    "batching_delay",
+    "too_few_instances",
+    "too_many_instances",
+    "cold_start",
+    "cpu_bottleneck",
+    "memory_copy",
+    "model_reload",
+    "node_contention",
+    "retry_storm",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What an incident is about: a model, across a namespace, or on one pod."""
+
+    namespace: str
+    model: str
+    pod: str = ""
+
+    def key(self) -> str:
+        """Return a stable string key, e.g. for cooldowns and audit rows."""
+        return f"{self.namespace}/{self.pod or '*'}/{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One number a finding used, with its unit and the window it was measured over."""
+
+    value: float | None
+    unit: str
+    window_s: float
+    what: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the JSON form used in replay output, Slack and the audit trail."""
+        return {
+            "value": None if self.value is None else round(self.value, 6),
+            "unit": self.unit,
+            "window_s": round(self.window_s, 3),
+            "what": self.what,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """The concrete remediation: prose, a config snippet and/or server flags."""
+
+    text: str
+    config_snippet: str = ""
+    flags: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        """Return the JSON form."""
+        return {"text": self.text, "config_snippet": self.config_snippet, "flags": self.flags}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A signature's verdict for one subject at one evaluation time."""
+
+    cause: str
+    subject: Subject
+    confidence: float
+    summary: str
+    evidence: dict[str, Evidence]
+    fix: Fix
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause id {self.cause!r}")
+        if not 0.0 <= self.confidence <= 1.0:
+            raise ValueError(f"confidence {self.confidence} outside 0..1")
+
+
+EventKind = Literal["opened", "updated", "resolved"]
+
+
+@dataclass(slots=True)
+class IncidentEvent:
+    """One incident transition, the record the CLI contract prints as a JSON line."""
+
+    event: EventKind
+    incident_id: str
+    cause: str
+    subject: Subject
+    at: float
+    confidence: float
+    summary: str
+    evidence: dict[str, Evidence]
+    fix: Fix
+    opened_at: float
+    secondary: list[str] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the contract JSON object (DESIGN.md, CLI contract)."""
+        return {
+            "event": self.event,
+            "id": self.incident_id,
+            "cause": self.cause,
+            "namespace": self.subject.namespace,
+            "pod": self.subject.pod,
+            "model": self.subject.model,
+            "at": round(self.at, 3),
+            "opened_at": round(self.opened_at, 3),
+            "confidence": round(self.confidence, 3),
+            "evidence": {k: v.as_dict() for k, v in self.evidence.items()},
+            "summary": self.summary,
+            "fix": self.fix.as_dict(),
+            "secondary": list(self.secondary),
+            "actions": list(self.actions),
+        }

@@ -1,0 +1,59 @@
+"""Metric names the engine consumes, and which of them are cumulative counters."""
+
+from __future__ import annotations
+
+# Triton's counters carry no `_total` suffix, and traces may type them `unknown`, so the
+# engine cannot rely on `# TYPE`: it knows its counters by name.
+TRITON_COUNTERS: frozenset[str] = frozenset(
+    {
+        "nv_inference_request_success",
+        "nv_inference_request_failure",
+        "nv_inference_count",
+        "nv_inference_exec_count",
+        "nv_inference_request_duration_us",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_input_duration_us",
+        "nv_inference_compute_infer_duration_us",
+        "nv_inference_compute_output_duration_us",
+        "nv_cache_num_hits_per_model",
+        "nv_cache_num_misses_per_model",
+    }
+)
+
+COUNTER_SUFFIXES: tuple[str, ...] = ("_total", "_sum", "_count", "_bucket")
+
+# Every family any feature reads; sources may use this to filter what they keep.
+CONSUMED_PREFIXES: tuple[str, ...] = (
+    "nv_inference_",
+    "nv_model_load_duration_secs",
+    "nv_gpu_utilization",
+    "nv_gpu_memory_used_bytes",
+    "nv_cpu_utilization",
+    "nv_cpu_memory_used_bytes",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_PCIE_",
+    "DCGM_FI_DEV_FB_USED",
+    "container_cpu_usage_seconds_total",
+    "container_cpu_cfs_periods_total",
+    "container_cpu_cfs_throttled_periods_total",
+    "container_spec_cpu_quota",
+    "container_spec_cpu_period",
+    "node_cpu_seconds_total",
+    "node_load1",
+    "kube_horizontalpodautoscaler_status_desired_replicas",
+    "kube_horizontalpodautoscaler_status_current_replicas",
+    "kube_pod_container_status_restarts_total",
+    "kube_pod_info",
+    "nginx_ingress_controller_requests",
+)
+
+
+def is_counter(name: str) -> bool:
+    """Return True when the series is a cumulative counter (rates, resets apply)."""
+    # DCGM's PCIe fields are gauges of bytes per second, not counters, in dcgm-exporter.
+    return name in TRITON_COUNTERS or name.endswith(COUNTER_SUFFIXES)
+
+
+def is_consumed(name: str) -> bool:
+    """Return True when some feature reads this family."""
+    return name.startswith(CONSUMED_PREFIXES)

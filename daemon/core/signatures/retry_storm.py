@@ -1,0 +1,68 @@
+"""retry_storm: client timeouts with aggressive retries amplify an overload."""
+
+from __future__ import annotations
+
+from daemon.core.findings import Finding, Fix
+from daemon.core.signatures.context import Context, clamp, symptom_evidence
+
+CAUSE = "retry_storm"
+
+
+def check(ctx: Context) -> Finding | None:
+    """Timeouts/cancellations rise together with arrivals and latency: positive feedback."""
+    f, t, b = ctx.features, ctx.thresholds, ctx.baseline
+    if not ctx.symptom.up:
+        return None
+    served = f.request_rate or 0.0
+    timeouts: list[tuple[str, float]] = []
+    if f.failure_canceled is not None and served + (f.failure_rate or 0) > 0:
+        timeouts.append(("triton_canceled", f.failure_canceled / (served + (f.failure_rate or 0))))
+    if f.ingress_timeout_rate is not None and f.ingress_rate:
+        timeouts.append(("ingress_timeouts", f.ingress_timeout_rate / f.ingress_rate))
+    worst = max((share for _, share in timeouts), default=None)
+    if worst is None or worst < t.timeout_failure_share:
+        return None
+    ev = symptom_evidence(ctx)
+    for name, share in timeouts:
+        ev[f"{name}_share"] = ctx.ev(share, "ratio", "timed-out or cancelled share of requests")
+    conf = 0.6
+    arrivals = served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
+    base_rate = b.get("request_rate") if b else None
+    if base_rate:
+        amp = arrivals / base_rate
+        ev["arrivals_vs_baseline"] = ctx.ev(
+            amp, "ratio", "(served + failed + Δpending/s) vs baseline"
+        )
+        if amp >= t.retry_rate_increase:
+            conf += 0.15
+    if f.ingress_rate is not None and b is not None:
+        ing = b.ratio("ingress_rate", f.ingress_rate)
+        if ing is not None:
+            ev["ingress_vs_baseline"] = ctx.ev(ing, "ratio", "ingress request rate vs baseline")
+            if ing >= t.retry_rate_increase:
+                conf += 0.1
+    if f.pending is not None:
+        ev["pending"] = ctx.ev(f.pending, "requests", "nv_inference_pending_request_count")
+        if f.pending >= t.pending_explosion * max(f.busy_instances or 1.0, 1.0):
+            conf += 0.1
+    if f.failure_rejected:
+        ev["rejected_rate"] = ctx.ev(
+            f.failure_rejected, "req/s", "REJECTED failures (shedding active)"
+        )
+    snippet = (
+        "dynamic_batching {\n  default_queue_policy {\n    timeout_action: REJECT\n"
+        "    default_timeout_microseconds: 500000\n    allow_timeout_override: true\n"
+        "    max_queue_size: 64\n  }\n}"
+    )
+    text = (
+        "Shed load at the server so excess fails fast instead of queueing past client timeouts "
+        "(queue policy max_queue_size + default_timeout_microseconds with REJECT); make clients back "
+        "off exponentially with jitter and a retry cap, and add a circuit breaker."
+    )
+    summary = (
+        f"Retry storm: {worst:.0%} of requests time out or are cancelled while arrivals "
+        f"({arrivals:.1f}/s) rise with latency; retries are amplifying the overload"
+        + (f" and {f.pending:.0f} requests are pending" if f.pending is not None else "")
+        + "."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

@@ -1,0 +1,81 @@
+"""Every tunable number of the engine in one documented, overridable model."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Thresholds(BaseModel):
+    """Thresholds used by features, signatures and incidents.
+
+    Each signature is written for its mechanism; these numbers only set how strong a
+    mechanism's evidence must be. Override any of them in the config file under
+    ``engine.thresholds``; unknown keys are an error so typos do not silently do nothing.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Windows. Rates use at least `rate_window_s` and at least `min_scrapes_per_window`
+    # scrape intervals, so a 30 s scrape interval still sees two increases per window.
+    rate_window_s: float = Field(30.0, description="Shortest window for rates and shares.")
+    min_scrapes_per_window: float = Field(
+        2.0, description="Window spans at least this many scrapes."
+    )
+    stale_after_scrapes: float = Field(
+        3.0, description="Data older than this many intervals is stale."
+    )
+    stale_after_min_s: float = Field(20.0, description="...and never stale sooner than this.")
+    retention_s: float = Field(900.0, description="Series that vanished are dropped after this.")
+
+    # Baseline: the model's own history, excluding the recent past that may hold the onset.
+    baseline_lookback_s: float = Field(600.0, description="How far back the baseline looks.")
+    baseline_min_span_s: float = Field(20.0, description="Minimum healthy history for a baseline.")
+    baseline_gap_windows: float = Field(1.5, description="Recent windows excluded from baseline.")
+
+    # Symptom gate: tail latency or queue time up against the baseline or an SLO.
+    symptom_latency_ratio: float = Field(1.6, description="Mean latency vs baseline.")
+    symptom_p99_ratio: float = Field(1.8, description="p99 (summary) vs baseline.")
+    symptom_min_increase_us: float = Field(3000.0, description="Ignore sub-3 ms wobbles.")
+    slo_p99_us: float | None = Field(None, description="Optional absolute p99 SLO (µs).")
+    slo_mean_us: float | None = Field(None, description="Optional absolute mean latency SLO (µs).")
+    no_baseline_queue_us: float = Field(
+        50_000.0, description="Without a baseline, mean queue time this high is a symptom."
+    )
+
+    # Shared cause evidence.
+    queue_share_high: float = Field(0.4, description="Queue share of request time that is high.")
+    busy_saturated: float = Field(0.85, description="Instance busy ratio that counts as saturated.")
+    busy_idle: float = Field(0.6, description="Instances busier than this are not 'mostly idle'.")
+    compute_inflation: float = Field(1.4, description="Compute per inference vs baseline.")
+    load_steady_tolerance: float = Field(0.3, description="Request rate within ±30% is steady.")
+    load_increase: float = Field(1.25, description="Request rate up by this factor is a load rise.")
+    gpu_saturated: float = Field(0.9, description="Accelerator utilisation that is saturated.")
+    gpu_underused: float = Field(0.7, description="Accelerator utilisation that is underused.")
+    cpu_saturated: float = Field(0.85, description="CPU use vs quota / host that is saturated.")
+    throttled_high: float = Field(0.2, description="Share of CFS periods throttled that is high.")
+    input_share_high: float = Field(0.3, description="compute_input(+output) share of compute.")
+    queue_delay_match_low: float = Field(
+        0.25, description="Queue time / max_queue_delay lower bound."
+    )
+    timeout_failure_share: float = Field(0.05, description="Timeouts/cancels share of requests.")
+    retry_rate_increase: float = Field(1.3, description="Arrivals vs baseline in a retry storm.")
+    pending_explosion: float = Field(4.0, description="Pending vs busy instances in a storm.")
+
+    # cold start and reloads.
+    cold_age_s: float = Field(240.0, description="A subject younger than this may be cold.")
+    cold_compute_ratio: float = Field(3.0, description="Early vs steady compute per execution.")
+    cold_queue_us: float = Field(20_000.0, description="Early mean queue time that users felt.")
+    spike_factor: float = Field(3.0, description="Per-scrape latency vs median that is a spike.")
+    period_lookback_s: float = Field(420.0, description="Window to look for recurring spikes.")
+    period_min_spikes: int = Field(3, description="Spikes needed to call them periodic.")
+    period_max_cv: float = Field(0.35, description="Spacing variation allowed for a period.")
+    reload_min_events: int = Field(2, description="Reload signs needed at steady traffic.")
+
+    # Incidents.
+    open_confidence: float = Field(0.55, description="Confidence needed to open an incident.")
+    close_confidence: float = Field(0.35, description="Below this a finding no longer holds.")
+    hold_s: float = Field(10.0, description="A finding must hold this long before opening.")
+    hold_evaluations: int = Field(2, description="...over at least this many evaluations.")
+    resolve_after_s: float = Field(45.0, description="Healthy this long before resolving.")
+    resolve_after_scrapes: float = Field(3.0, description="...and at least this many scrapes.")
+    update_min_interval_s: float = Field(60.0, description="Rate limit for 'updated' events.")

@@ -1,0 +1,1 @@
+"""Daemon runtime: asyncio supervisor, evaluator, dispatcher and HTTP endpoints."""
