@@ -534,9 +534,13 @@ def _parse_sample_slow(
             pos = qm.end()
             while pos < end and line[pos] in " \t":
                 pos += 1
-            if pos < end and line[pos] == ",":
+            if pos >= end:
+                raise ExpositionError(
+                    source, lineno, f"label set of {name!r} is not closed; add the missing '}}'"
+                )
+            if line[pos] == ",":
                 pos += 1
-            elif pos < end and line[pos] == "}":
+            elif line[pos] == "}":
                 pos += 1
                 break
             else:
@@ -557,6 +561,8 @@ def _parse_sample_slow(
     tokens = (rest[:hash_at] if hash_at >= 0 else rest).split()
     if not tokens:
         raise ExpositionError(source, lineno, f"sample {name!r} has no value")
+    if len(tokens) > 2 and _FLOAT_FULL(tokens[0]) is None:
+        raise _garbled(line, source, lineno)
     if len(tokens) > 2:
         raise ExpositionError(
             source,

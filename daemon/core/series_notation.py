@@ -145,9 +145,11 @@ def parse_series_selector(text: str) -> tuple[str, Labels]:
                 raise SeriesNotationError(text, index, f"label {label!r} is given twice")
             pairs[label] = value
             index = _skip_space(text, qm.end())
-            if index < len(text) and text[index] == ",":
+            if index >= len(text):
+                raise SeriesNotationError(text, index, "label set is not closed; add '}'")
+            if text[index] == ",":
                 index += 1
-            elif index < len(text) and text[index] == "}":
+            elif text[index] == "}":
                 index += 1
                 break
             else:
