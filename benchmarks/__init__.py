@@ -1,0 +1,1 @@
+"""Benchmarks of tritonguard's hot paths against reference implementations, on captured data."""
