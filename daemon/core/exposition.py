@@ -250,6 +250,8 @@ class _ChunkParser:
         lines: list[str] | None = None
         out: list[Sample] = []
         append = out.append
+        new_sample = Sample
+        to_float = float
         for index, (name, block, raw_value, raw_ts, rest_of_line) in enumerate(rows):
             line = rest_of_line
             if name:
@@ -264,11 +266,13 @@ class _ChunkParser:
                     if not raw_ts:
                         timestamp = default_ts
                     elif om:
-                        timestamp = float(raw_ts)
+                        timestamp = to_float(raw_ts)
                     else:
                         timestamp = int(raw_ts) / 1000.0
                     append(
-                        Sample(names.setdefault(name, name), labels, float(raw_value), timestamp)
+                        new_sample(
+                            names.setdefault(name, name), labels, to_float(raw_value), timestamp
+                        )
                     )
                     continue
                 # Escapes or an odd label block: re-read the whole line the careful way.
