@@ -45,7 +45,12 @@ class TritonLike(Protocol):
         """Wait until the model is ready."""
 
     async def infer(
-        self, model: str, inputs: list[dict[str, Any]], *, timeout_s: float | None = None
+        self,
+        model: str,
+        inputs: list[dict[str, Any]],
+        *,
+        binary_outputs: list[str] | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """Send one inference request."""
 

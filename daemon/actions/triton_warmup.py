@@ -50,11 +50,13 @@ async def warmup(ctx: ActionContext, params: WarmupParams) -> ActionResult:
     """Send N real requests so that the first user requests do not pay the cold start."""
     triton = ctx.need_triton()
     model = params.model or ctx.subject.model
-    inputs = zero_inputs(await triton.model_metadata(model), params.batch_size)
+    metadata = await triton.model_metadata(model)
+    inputs = zero_inputs(metadata, params.batch_size)
+    outputs = [str(o["name"]) for o in metadata.get("outputs", []) if "name" in o]
     took = []
     for _ in range(params.requests):
         start = time.monotonic()
-        await triton.infer(model, inputs, timeout_s=params.request_timeout)
+        await triton.infer(model, inputs, binary_outputs=outputs, timeout_s=params.request_timeout)
         took.append(time.monotonic() - start)
     return ActionResult(
         detail={

@@ -191,10 +191,48 @@ class TritonClient:
         raise TritonError(f"{self.base_url}: model {model!r} not ready after {timeout_s:.0f}s")
 
     async def infer(
-        self, model: str, inputs: list[dict[str, Any]], *, timeout_s: float | None = None
+        self,
+        model: str,
+        inputs: list[dict[str, Any]],
+        *,
+        binary_outputs: list[str] | None = None,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Send one inference request (JSON tensors) and return the response."""
-        result = await self._request(
-            "POST", f"/v2/models/{self._m(model)}/infer", {"inputs": inputs}, timeout_s=timeout_s
-        )
+        """Send one inference request (JSON tensors) and return the JSON part of the response.
+
+        Outputs named in ``binary_outputs`` come back as binary data after the JSON header
+        (their bytes are dropped here): warm-up requests need the execution, not the values.
+        """
+        body: dict[str, Any] = {"inputs": inputs}
+        if binary_outputs:
+            body["outputs"] = [
+                {"name": n, "parameters": {"binary_data": True}} for n in binary_outputs
+            ]
+        url = f"{self.base_url}/v2/models/{self._m(model)}/infer"
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else self.timeout
+        try:
+            async with self._sess().post(
+                url,
+                data=json.dumps(body),
+                headers={"Content-Type": "application/json"},
+                timeout=timeout,
+            ) as resp:
+                raw = await resp.read()
+                header_len = int(resp.headers.get("Inference-Header-Content-Length", len(raw)))
+                head = raw[:header_len].decode("utf-8", errors="replace")
+                if resp.status >= 400:
+                    reason = head
+                    with contextlib.suppress(ValueError, AttributeError):
+                        reason = str(json.loads(head).get("error", head))
+                    raise TritonError(
+                        f"POST {url}: HTTP {resp.status}: {_one_line(reason)}", resp.status
+                    )
+        except TimeoutError:
+            raise TritonError(f"POST {url}: timed out") from None
+        except aiohttp.ClientError as exc:
+            raise TritonError(f"POST {url}: {_one_line(str(exc)) or type(exc).__name__}") from None
+        try:
+            result = json.loads(head)
+        except ValueError:
+            raise TritonError(f"POST {url}: answer is not JSON") from None
         return result if isinstance(result, dict) else {}

@@ -1,0 +1,288 @@
+"""Playbook actions against a real tritonserver: reloads, dry-run, rollback, guards, restarts."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.actions.registry import catalog
+from daemon.clients.triton_api import TritonClient, TritonError
+from daemon.core.findings import Fix, IncidentEvent, Subject
+from daemon.core.guards import GuardSettings
+from daemon.core.playbook_model import Playbook, load_playbooks_text
+from daemon.lab.repository import DynamicBatching, ModelSpec, write_model
+from daemon.lab.triton_server import TritonServer
+from daemon.runtime.audit_store import AuditStore
+from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
+
+pytestmark = pytest.mark.live
+
+TOKEN = "s3cret-token"
+_ids = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """One real Triton (explicit mode, repository API behind an access token) per module."""
+    repo = tmp_path_factory.mktemp("repo")
+    for name in ("batchy", "shed", "warm", "guarded"):
+        write_model(
+            repo, ModelSpec(name=name, dynamic_batching=DynamicBatching(max_queue_delay_us=20000))
+        )
+    with TritonServer(repo, access_token=TOKEN) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def triton(server: TritonServer) -> AsyncIterator[TritonClient]:
+    """Yield a client that sends the access token."""
+    async with TritonClient(server.http_url, access_token=TOKEN) as client:
+        yield client
+
+
+def book(text: str) -> Playbook:
+    """Load one playbook from YAML text, validated against the real action catalogue."""
+    return load_playbooks_text(text, "test.yaml", catalog())[0]
+
+
+def event(model: str, kind: str = "opened", at: float = 1000.0) -> IncidentEvent:
+    """Return an incident on ``model`` as the engine would emit it."""
+    return IncidentEvent(
+        event=kind,  # type: ignore[arg-type]
+        incident_id=f"inc-{model}-{next(_ids)}",
+        cause="batching_delay",
+        subject=Subject("", model),
+        at=at,
+        confidence=0.9,
+        summary="queue wait dominates",
+        evidence={},
+        fix=Fix("lower max_queue_delay_microseconds"),
+        opened_at=at,
+    )
+
+
+def dispatcher(
+    books: list[Playbook],
+    triton: TritonClient,
+    store: AuditStore,
+    *,
+    dry_run: bool = False,
+    features: dict[str, float] | None = None,
+    budget: int = 20,
+) -> Dispatcher:
+    """Return a dispatcher wired to the real server; ``features`` are the engine's values."""
+    values = features or {}
+    env = DispatchEnv(
+        triton_for=lambda s: triton,
+        feature_value=lambda s, name, t: values.get(name),
+        sleep=_no_wait,
+        clock=lambda: 1000.0,
+    )
+    return Dispatcher(
+        books,
+        store,
+        settings=GuardSettings(dry_run=dry_run, action_budget_per_hour=budget),
+        env=env,
+    )
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+LOWER_DELAY = """
+name: lower-delay
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 10m}
+steps:
+  - action: triton.update_config
+    params:
+      model: "{{ model }}"
+      set: {dynamic_batching.max_queue_delay_microseconds: 500}
+"""
+
+
+async def delay(triton: TritonClient, model: str) -> int:
+    """Return the live max_queue_delay_microseconds of ``model``."""
+    config = await triton.model_config(model)
+    return int(config["dynamic_batching"]["max_queue_delay_microseconds"])
+
+
+async def set_delay(triton: TritonClient, model: str, value: int) -> None:
+    """Put the model back to a known delay through the real repository API."""
+    config = await triton.model_config(model)
+    config["dynamic_batching"]["max_queue_delay_microseconds"] = value
+    await triton.load(model, config)
+
+
+async def test_update_config_lowers_queue_delay_on_live_server(triton: TritonClient) -> None:
+    """The playbook reloads the model with the patch and the config read back shows it."""
+    await set_delay(triton, "batchy", 20000)
+    store = AuditStore()
+    records = await dispatcher([book(LOWER_DELAY)], triton, store).handle(event("batchy"))
+    assert [r["status"] for r in records] == ["ran"]
+    assert records[0]["detail"]["changes"] == [
+        {"path": "dynamic_batching.max_queue_delay_microseconds", "old": 20000, "new": 500}
+    ]
+    assert await delay(triton, "batchy") == 500
+    assert await triton.model_ready("batchy")
+    undo = store.pending_undos(store.decisions()[0]["incident_id"])
+    assert [u[2] for u in undo] == ["triton.load"]
+    assert undo[0][3]["config"]["dynamic_batching"]["max_queue_delay_microseconds"] == 20000
+
+
+async def test_dry_run_changes_nothing_on_the_server(triton: TritonClient) -> None:
+    """In dry-run the change is planned from the live config but the config stays identical."""
+    await set_delay(triton, "batchy", 20000)
+    before = await triton.model_config("batchy")
+    store = AuditStore()
+    records = await dispatcher([book(LOWER_DELAY)], triton, store, dry_run=True).handle(
+        event("batchy")
+    )
+    assert [r["status"] for r in records] == ["planned"]
+    assert records[0]["detail"]["changes"][0]["new"] == 500
+    assert await triton.model_config("batchy") == before
+    assert store.decisions()[0]["dry_run"] is True
+
+
+async def test_unhelpful_fix_is_rolled_back(triton: TritonClient) -> None:
+    """A verify that fails puts the previous config back on the server."""
+    await set_delay(triton, "batchy", 20000)
+    text = (
+        LOWER_DELAY
+        + """
+verify:
+  wait: 30s
+  checks: [{feature: queue_share, below: 0.3}]
+"""
+    )
+    disp = dispatcher([book(text)], triton, AuditStore(), features={"queue_share": 0.8})
+    records = await disp.handle(event("batchy"))
+    assert [(r["action"], r["status"]) for r in records] == [
+        ("triton.update_config", "ran"),
+        ("verify", "failed"),
+        ("triton.load", "rolled_back"),
+    ]
+    assert "queue_share=0.8 is not below 0.3" in records[1]["reason"]
+    assert await delay(triton, "batchy") == 20000
+
+
+async def test_helpful_fix_passes_verify_and_stays(triton: TritonClient) -> None:
+    """When verify sees the feature within bounds the change is kept."""
+    await set_delay(triton, "batchy", 20000)
+    text = LOWER_DELAY + "verify: {wait: 1s, checks: [{feature: queue_share, below: 0.3}]}\n"
+    disp = dispatcher([book(text)], triton, AuditStore(), features={"queue_share": 0.1})
+    records = await disp.handle(event("batchy"))
+    assert [r["status"] for r in records] == ["ran", "ran"]
+    assert await delay(triton, "batchy") == 500
+
+
+async def test_bounds_block_the_change_and_leave_the_server_alone(triton: TritonClient) -> None:
+    """A value outside guards.bounds is refused before any reload."""
+    await set_delay(triton, "batchy", 20000)
+    bounds = "bounds: {dynamic_batching.max_queue_delay_microseconds: {max: 50000}}"
+    text = LOWER_DELAY.replace("500}", "900000}").replace("10m}", f"10m, {bounds}}}")
+    records = await dispatcher([book(text)], triton, AuditStore()).handle(event("batchy"))
+    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "bounds")]
+    assert "above its bound max=50000" in records[0]["reason"]
+    assert await delay(triton, "batchy") == 20000
+
+
+async def test_shed_load_sets_reject_policy_and_restores_it_on_resolve(
+    triton: TritonClient,
+) -> None:
+    """A REJECT queue policy is loaded, then the previous config comes back on resolve."""
+    before = await triton.model_config("shed")
+    text = """
+name: shed
+when: {causes: [batching_delay]}
+guards: {dry_run: false}
+steps:
+  - action: triton.shed_load
+    params: {max_queue_size: 4, default_timeout_microseconds: 200000}
+"""
+    disp = dispatcher([book(text)], triton, AuditStore())
+    opened = event("shed")
+    assert [r["status"] for r in await disp.handle(opened)] == ["ran"]
+    policy = (await triton.model_config("shed"))["dynamic_batching"]["default_queue_policy"]
+    assert policy["timeout_action"] == "REJECT"
+    assert int(policy["max_queue_size"]) == 4
+    assert int(policy["default_timeout_microseconds"]) == 200000
+    records = await disp.handle(_resolved(opened))
+    assert [(r["action"], r["status"], r["phase"]) for r in records] == [
+        ("triton.load", "ran", "restore")
+    ]
+    assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
+
+
+def _resolved(opened: IncidentEvent) -> IncidentEvent:
+    return IncidentEvent(
+        event="resolved",
+        incident_id=opened.incident_id,
+        cause=opened.cause,
+        subject=opened.subject,
+        at=opened.at + 100,
+        confidence=opened.confidence,
+        summary=opened.summary,
+        evidence={},
+        fix=opened.fix,
+        opened_at=opened.opened_at,
+    )
+
+
+async def test_warmup_sends_real_inference_requests(triton: TritonClient) -> None:
+    """Warm-up requests are shaped from metadata and show up in the model's statistics."""
+
+    def count(stats: dict[str, Any]) -> int:
+        return int(stats["model_stats"][0]["inference_count"])
+
+    before = count(await triton.model_stats("warm"))
+    text = """
+name: warm
+when: {causes: [batching_delay]}
+guards: {dry_run: false}
+steps:
+  - action: triton.warmup
+    params: {requests: 5, batch_size: 2}
+"""
+    records = await dispatcher([book(text)], triton, AuditStore()).handle(event("warm"))
+    assert records[0]["status"] == "ran", records[0]["reason"]
+    assert records[0]["detail"]["requests"] == 5
+    assert count(await triton.model_stats("warm")) - before == 10
+
+
+async def test_repository_api_needs_the_access_token(server: TritonServer) -> None:
+    """Without the token the restricted repository API refuses, with a one-line reason."""
+    async with TritonClient(server.http_url) as anonymous:
+        with pytest.raises(TritonError) as err:
+            await anonymous.load("batchy")
+    assert "\n" not in str(err.value)
+    assert err.value.status is not None and err.value.status >= 400
+
+
+async def test_cooldown_and_budget_hold_across_a_restart(
+    triton: TritonClient, tmp_path: Path
+) -> None:
+    """A new dispatcher on the same SQLite file still honours cooldown and the hourly budget."""
+    db = tmp_path / "audit.sqlite3"
+    text = LOWER_DELAY.replace("lower-delay", "guarded")
+    await set_delay(triton, "guarded", 20000)
+    first = dispatcher([book(text)], triton, AuditStore(db), budget=2)
+    assert [r["status"] for r in await first.handle(event("guarded"))] == ["ran"]
+    first.store.close()
+    await set_delay(triton, "guarded", 20000)
+
+    restarted = dispatcher([book(text)], triton, AuditStore(db), budget=2)
+    again = await restarted.handle(event("guarded"))
+    assert [(r["status"], r.get("guard")) for r in again] == [("skipped", "cooldown")]
+    assert await delay(triton, "guarded") == 20000
+    # A second model spends the last unit of budget; a third is refused by the budget.
+    other = text.replace("cooldown: 10m", "cooldown: 1s")
+    second = dispatcher([book(other)], triton, restarted.store, budget=2)
+    assert [r["status"] for r in await second.handle(event("batchy"))] == ["ran"]
+    third = await second.handle(event("shed"))
+    assert [(r["status"], r.get("guard")) for r in third] == [("skipped", "budget")]
