@@ -172,17 +172,16 @@ class Engine:
             return []
         birth = self._birth(reader, key, f, now)
         base = self._baseline(key, now, f.window_s, birth)
-        symptom = symptom_of(f, base, self.t)
-        events_seen = self._reload_events(reader, key, now)
-        spikes = find_spikes(
-            per_scrape_ratio(
-                reader.series("nv_inference_request_duration_us", key),
-                reader.series("nv_inference_request_success", key),
-                now - self.t.period_lookback_s,
-                now,
-            ),
-            self.t.spike_factor,
+        per_scrape = per_scrape_ratio(
+            reader.series("nv_inference_request_duration_us", key),
+            reader.series("nv_inference_request_success", key),
+            now - self.t.period_lookback_s,
+            now,
         )
+        recent = [v for at, v in per_scrape if at > now - f.window_s + 0.1 * f.interval_s]
+        symptom = symptom_of(f, base, self.t, recent)
+        events_seen = self._reload_events(reader, key, now)
+        spikes = find_spikes(per_scrape, self.t.spike_factor)
         ctx = Context(
             subject=subject,
             now=now,

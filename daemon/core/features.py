@@ -134,7 +134,7 @@ class FeatureReader:
 
     def window(self, interval: float) -> float:
         """Rate window for a given scrape interval."""
-        return max(self.t.rate_window_s, self.t.min_scrapes_per_window * interval * 1.01)
+        return max(self.t.rate_window_s, self.t.min_scrapes_per_window * interval)
 
     def stale_after(self, interval: float) -> float:
         """Age beyond which a subject's newest data is stale."""
@@ -176,7 +176,9 @@ class FeatureReader:
         end = self.now if end is None else end
         interval = self.interval(key)
         win = self.window(interval) if window is None else window
-        start = end - win
+        # Anchor tolerance: live scrapes jitter, so look a little past the window start for
+        # the anchor point rather than reaching one whole interval further back.
+        start = end - win + 0.1 * interval
         max_age = self.stale_after(interval)
         succ_series = self.series("nv_inference_request_success", key)
         newest = max((s.last_time for s in succ_series), default=float("-inf"))

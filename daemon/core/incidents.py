@@ -106,7 +106,7 @@ class IncidentBook:
                 st.open = None
             else:
                 return events
-        rival = self._held(st, now)
+        rival = self._held(st, now, interval_s)
         if rival is not None:
             secondary = sorted(c for c in holding if c != rival.cause)
             st.open = _Open(self._id(subject, rival.cause, now), now, rival, now, now, secondary)
@@ -114,11 +114,14 @@ class IncidentBook:
             events.append(self._event("opened", subject, st.open, now))
         return events
 
-    def _held(self, st: _SubjectState, now: float) -> Finding | None:
+    def _held(self, st: _SubjectState, now: float, interval_s: float) -> Finding | None:
+        slow = interval_s >= self.t.hold_single_scrape_s
+        need = 1 if slow else self.t.hold_evaluations
+        hold = 0.0 if slow else self.t.hold_s
         held = [
             c.last
             for c in st.candidates.values()
-            if c.evaluations >= self.t.hold_evaluations and now - c.since >= self.t.hold_s
+            if c.evaluations >= need and now - c.since >= hold
         ]
         return max(held, key=_rank) if held else None
 

@@ -11,7 +11,7 @@ CAUSE = "batching_delay"
 def check(ctx: Context) -> Finding | None:
     """Queue dominates request time while instances are mostly idle."""
     f, t, cfg = ctx.features, ctx.thresholds, ctx.config
-    if not ctx.symptom.up or f.queue_share is None or f.busy_instances is None:
+    if not ctx.symptom.sustained or f.queue_share is None or f.busy_instances is None:
         return None
     if f.queue_share < t.queue_share_high:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import median
 
 from daemon.core.features import FeatureSet
 from daemon.core.findings import Evidence, Subject
@@ -38,6 +39,9 @@ class Symptom:
 
     up: bool
     reasons: tuple[str, ...]
+    # Up for most scrapes of the window, not just through a few spikes: what a lasting cause
+    # (capacity, contention, batching) produces, as opposed to reloads' recurring spikes.
+    sustained: bool
     latency_ratio: float | None
     p99_ratio: float | None
     queue_ratio: float | None
@@ -80,8 +84,13 @@ def clamp(conf: float) -> float:
     return max(0.0, min(0.97, conf))
 
 
-def symptom_of(f: FeatureSet, base: Baseline | None, t: Thresholds) -> Symptom:
-    """Tail latency or queue time up against the model's own baseline or an SLO."""
+def symptom_of(
+    f: FeatureSet, base: Baseline | None, t: Thresholds, recent: list[float] | None = None
+) -> Symptom:
+    """Tail latency or queue time up against the model's own baseline or an SLO.
+
+    ``recent`` holds the per-scrape mean latencies inside the current window.
+    """
     reasons: list[str] = []
     lat_r = p99_r = q_r = None
     if base is not None:
@@ -124,7 +133,12 @@ def symptom_of(f: FeatureSet, base: Baseline | None, t: Thresholds) -> Symptom:
         and f.mean_latency_us > t.slo_mean_us
     ):
         reasons.append(f"mean latency over SLO {t.slo_mean_us / 1000:.0f} ms")
-    return Symptom(bool(reasons), tuple(reasons), lat_r, p99_r, q_r)
+    sustained = bool(reasons)
+    base_lat = base.get("mean_latency_us") if base is not None else None
+    if sustained and recent and base_lat:
+        mid = median(recent)
+        sustained = mid >= t.symptom_latency_ratio * base_lat and mid - base_lat >= t.symptom_min_increase_us
+    return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
 
 
 def symptom_evidence(ctx: Context) -> dict[str, Evidence]:

@@ -11,7 +11,7 @@ CAUSE = "cpu_bottleneck"
 def check(ctx: Context) -> Finding | None:
     """Triton's own CPU is saturated or throttled while the accelerator is underused."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
-    if not ctx.symptom.up:
+    if not ctx.symptom.sustained:
         return None
     own = f.container_cpu_saturation is not None and f.container_cpu_saturation >= t.cpu_saturated
     throttled = f.throttled_ratio is not None and f.throttled_ratio >= t.throttled_high

@@ -11,7 +11,7 @@ CAUSE = "memory_copy"
 def check(ctx: Context) -> Finding | None:
     """Input/output handling takes a large, growing share of compute; CPU is not the limit."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
-    if not ctx.symptom.up or f.input_share is None or f.output_share is None:
+    if not ctx.symptom.sustained or f.input_share is None or f.output_share is None:
         return None
     share = f.input_share + f.output_share
     if share < t.input_share_high:

@@ -11,7 +11,7 @@ CAUSE = "node_contention"
 def check(ctx: Context) -> Finding | None:
     """Compute inflates at steady load and unchanged concurrency while the node is busy elsewhere."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
-    if not ctx.symptom.up or b is None:
+    if not ctx.symptom.sustained or b is None:
         return None
     infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
     if infl is None or infl < t.compute_inflation:

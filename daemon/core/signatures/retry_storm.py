@@ -11,7 +11,7 @@ CAUSE = "retry_storm"
 def check(ctx: Context) -> Finding | None:
     """Timeouts/cancellations rise together with arrivals and latency: positive feedback."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
-    if not ctx.symptom.up:
+    if not ctx.symptom.sustained:
         return None
     served = f.request_rate or 0.0
     timeouts: list[tuple[str, float]] = []

@@ -23,7 +23,7 @@ def saturated(busy: float, count: int | None, threshold: float) -> bool:
 def check(ctx: Context) -> Finding | None:
     """Queue time grows while all instances execute and compute per inference is normal."""
     f, t, cfg, b = ctx.features, ctx.thresholds, ctx.config, ctx.baseline
-    if not ctx.symptom.up or f.queue_share is None or f.busy_instances is None:
+    if not ctx.symptom.sustained or f.queue_share is None or f.busy_instances is None:
         return None
     if f.queue_share < t.queue_share_high:
         return None

@@ -11,7 +11,7 @@ CAUSE = "too_many_instances"
 def check(ctx: Context) -> Finding | None:
     """More concurrent executions, each slower, with no more throughput."""
     f, t, cfg, b = ctx.features, ctx.thresholds, ctx.config, ctx.baseline
-    if not ctx.symptom.up or b is None or f.busy_instances is None:
+    if not ctx.symptom.sustained or b is None or f.busy_instances is None:
         return None
     count = cfg.instance_count if cfg is not None else None
     concurrent = f.busy_instances >= 1.3 or (count is not None and count > 1)

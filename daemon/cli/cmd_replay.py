@@ -1,0 +1,127 @@
+"""`tritonguard replay TRACE`: run the engine over a recorded trace, as fast as the CPU allows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+
+from daemon.core.engine import Engine, EngineConfig
+from daemon.core.findings import IncidentEvent
+from daemon.core.replay import drive
+from daemon.sources.replay import TraceError, load_trace
+
+# Plans what playbooks would do for an event (dry-run); replay stays usable without playbooks.
+Planner = Callable[[IncidentEvent], list[dict[str, object]]]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `replay` subcommand."""
+    p = sub.add_parser("replay", help="diagnose a recorded trace (JSON Lines or a readable timeline)")
+    p.add_argument("trace", help="OpenMetrics trace with timestamps (.om or .om.gz)")
+    p.add_argument("--playbooks", metavar="DIR", help="plan these playbooks' actions (dry-run)")
+    p.add_argument("--format", choices=("json", "text"), default="text")
+    p.add_argument("--eval-interval", type=float, default=5.0, metavar="S",
+                   help="evaluate at most every S seconds of trace time (default 5)")
+    p.add_argument("--config", metavar="FILE", help="engine thresholds override (YAML/TOML)")
+    p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay a trace; exit 2 with a one-line reason on unreadable input."""
+    try:
+        samples = load_trace(args.trace)
+        config = _engine_config(args.config)
+        planner = _planner(args.playbooks)
+    except (TraceError, ValueError) as exc:
+        print(f"tritonguard: {exc}", file=sys.stderr)
+        return 2
+    engine = Engine(config)
+    out = sys.stdout
+    console = Console(file=out, highlight=False, soft_wrap=True)
+    started = time.perf_counter()
+    first_t = last_t = None
+    count = 0
+    try:
+        for t, events in drive(engine, samples, eval_interval_s=args.eval_interval):
+            first_t = t if first_t is None else first_t
+            last_t = t
+            for ev in events:
+                if planner is not None:
+                    ev.actions = planner(ev)
+                count += 1
+                if args.format == "json":
+                    out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")
+                else:
+                    _print_text(console, ev, first_t)
+    except ValueError as exc:
+        print(f"tritonguard: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - started
+    if args.format == "text" and count == 0:
+        console.print("No incidents: every model stayed within its baseline and SLOs.")
+    if args.stats and first_t is not None and last_t is not None:
+        span = last_t - first_t
+        print(
+            f"replayed {span:.0f} s of trace ({len(samples)} samples) in {wall:.2f} s: "
+            f"{span / wall if wall > 0 else float('inf'):.0f} trace-seconds per wall-second",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _engine_config(path: str | None) -> EngineConfig:
+    if not path:
+        return EngineConfig()
+    from daemon.core.thresholds import Thresholds  # noqa: PLC0415 - only when overriding
+    from daemon.settings import SettingsError, load_engine_thresholds  # noqa: PLC0415
+
+    try:
+        return EngineConfig(thresholds=load_engine_thresholds(Path(path)))
+    except SettingsError as exc:
+        raise ValueError(str(exc)) from None
+    except TypeError:
+        return EngineConfig(thresholds=Thresholds())
+
+
+def _planner(directory: str | None) -> Planner | None:
+    if not directory:
+        return None
+    from daemon.runtime.dispatcher import dry_run_planner  # noqa: PLC0415 - playbooks are optional
+
+    return dry_run_planner(Path(directory))
+
+
+def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
+    stamp = datetime.fromtimestamp(ev.at, UTC).strftime("%H:%M:%S")
+    offset = ev.at - t0
+    colour = {"opened": "bold red", "updated": "yellow", "resolved": "green"}[ev.event]
+    where = f"{ev.subject.namespace}/{ev.subject.pod}" if ev.subject.pod else ev.subject.namespace
+    console.print(
+        f"[dim]{stamp} (+{offset:>5.0f}s)[/dim] [{colour}]{ev.event.upper():8}[/{colour}] "
+        f"[bold]{ev.cause}[/bold] model={ev.subject.model} {where} confidence={ev.confidence:.2f}"
+    )
+    console.print(f"    {ev.summary}")
+    if ev.event == "opened":
+        key = [f"{k}={v.value:.3g}{v.unit if v.unit in ('ms', 's') else ''}"
+               for k, v in list(ev.evidence.items())[:8] if v.value is not None]
+        console.print(f"    [dim]evidence: {', '.join(key)}[/dim]")
+        console.print(f"    fix: {ev.fix.text}")
+        if ev.secondary:
+            console.print(f"    also matching: {', '.join(ev.secondary)}")
+    for a in ev.actions:
+        console.print(f"    action: {a.get('action')} {a.get('status')} {a.get('reason', '')}")
+
+
+def write_events(events: list[IncidentEvent], out: TextIO) -> None:
+    """Write events as the CLI contract's JSON Lines."""
+    for ev in events:
+        out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")

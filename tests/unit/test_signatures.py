@@ -1,0 +1,252 @@
+"""Each cause signature fires on its mechanism and stays quiet on look-alikes (promtool notation)."""
+
+from __future__ import annotations
+
+from tests.unit.synthetic import Phase, gauge, notation, opened, run_engine, triton_model
+
+IV = 5.0
+BASE_N = 24  # two minutes of healthy history before every onset
+ONSET = BASE_N * IV
+
+
+def causes(events: list) -> set[str]:  # type: ignore[type-arg]
+    return {c for c, _, _ in opened(events)}
+
+
+def assert_detected(events: list, cause: str, model: str = "resnet") -> None:  # type: ignore[type-arg]
+    hits = [(c, m, t) for c, m, t in opened(events) if c == cause and m == model]
+    assert hits, f"{cause} not opened; opened={opened(events)}"
+    assert hits[0][2] - ONSET <= 60, f"{cause} opened {hits[0][2] - ONSET:.0f}s after onset"
+
+
+def test_literal_notation_healthy_model_opens_nothing() -> None:
+    """Steady traffic written literally in promtool notation opens no incident."""
+    sel = 'model="m",version="1",namespace="prod",pod="p"'
+    series = {
+        f"nv_inference_request_success{{{sel}}}": "0+100x60",
+        f"nv_inference_count{{{sel}}}": "0+100x60",
+        f"nv_inference_exec_count{{{sel}}}": "0+100x60",
+        f"nv_inference_request_duration_us{{{sel}}}": "0+1200000x60",
+        f"nv_inference_queue_duration_us{{{sel}}}": "0+100000x60",
+        f"nv_inference_compute_input_duration_us{{{sel}}}": "0+10000x60",
+        f"nv_inference_compute_infer_duration_us{{{sel}}}": "0+1080000x60",
+        f"nv_inference_compute_output_duration_us{{{sel}}}": "0+10000x60",
+        f"nv_inference_pending_request_count{{{sel}}}": "0x60",
+    }
+    assert run_engine(series, interval=IV) == []
+
+
+def test_batching_delay_fires_when_queue_waits_on_idle_instances() -> None:
+    """A large max_queue_delay at low traffic: queue ≈ the delay, instances idle → batching_delay."""
+    series = triton_model(
+        [Phase(BASE_N, rps=5, queue_ms=0.5), Phase(24, rps=5, queue_ms=80, batch=1.6)], interval=IV
+    )
+    cfg = {"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": "100000"},
+           "instance_group": [{"count": 1, "kind": "KIND_GPU"}]}
+    events = run_engine(series, interval=IV, configs={"resnet": cfg})
+    assert_detected(events, "batching_delay")
+    first = next(e for e in events if e.event == "opened")
+    assert "max_queue_delay_microseconds" in first.fix.config_snippet
+    assert first.evidence["queue_vs_max_delay"].value is not None
+
+
+def test_batching_delay_quiet_when_instances_are_busy() -> None:
+    """Queue time with fully busy instances is a capacity problem, not the batcher waiting."""
+    series = triton_model(
+        [Phase(BASE_N, rps=5, queue_ms=0.5, infer_ms=150), Phase(24, rps=5, queue_ms=120, infer_ms=199, pending=6)],
+        interval=IV,
+    )
+    assert "batching_delay" not in causes(run_engine(series, interval=IV))
+
+
+def test_too_few_instances_fires_when_all_instances_are_busy_and_queue_grows() -> None:
+    """Load rises until the single instance is always busy; queue and pending grow."""
+    series = triton_model(
+        [Phase(BASE_N, rps=30, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=300, pending=12)],
+        interval=IV,
+    )
+    assert_detected(run_engine(series, interval=IV), "too_few_instances")
+
+
+def test_too_few_instances_quiet_when_compute_itself_inflated() -> None:
+    """Saturation caused by each inference getting slower is not missing capacity."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=49, queue_ms=300, pending=12)],
+        interval=IV,
+    )
+    assert "too_few_instances" not in causes(run_engine(series, interval=IV))
+
+
+def test_too_many_instances_fires_on_concurrency_without_throughput() -> None:
+    """A deploy raises instances to 4: executions overlap, each 4x slower, throughput flat."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=80, queue_ms=5)], interval=IV
+    )
+    cfg = {"max_batch_size": 8, "instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
+    events = run_engine(series, interval=IV, configs={"resnet": cfg})
+    assert_detected(events, "too_many_instances")
+
+
+def test_too_many_instances_quiet_with_one_instance_and_no_overlap() -> None:
+    """Slower compute on one instance with no overlap is not instance contention."""
+    series = triton_model(
+        [Phase(BASE_N, rps=10, infer_ms=20), Phase(24, rps=10, infer_ms=60, queue_ms=5)], interval=IV
+    )
+    cfg = {"max_batch_size": 8, "instance_group": [{"count": 1, "kind": "KIND_GPU"}]}
+    assert "too_many_instances" not in causes(run_engine(series, interval=IV, configs={"resnet": cfg}))
+
+
+def _new_model(first_infer_ms: float, first_queue_ms: float) -> dict[str, str]:
+    base = triton_model([Phase(BASE_N + 24, rps=10)], interval=IV, model="resnet")
+    late = triton_model(
+        [Phase(2, rps=4, infer_ms=first_infer_ms, queue_ms=first_queue_ms), Phase(22, rps=10, infer_ms=8)],
+        interval=IV, model="bert",
+    )
+    # The new model's series are missing until it is deployed at the onset.
+    base.update({k: f"_x{BASE_N - 1} {v}" for k, v in late.items()})
+    return base
+
+
+def test_cold_start_fires_for_model_serving_cold_after_deploy() -> None:
+    """A model appears mid-trace and its first requests queue behind slow first executions."""
+    events = run_engine(_new_model(first_infer_ms=1500, first_queue_ms=900), interval=IV)
+    assert_detected(events, "cold_start", model="bert")
+
+
+def test_cold_start_quiet_when_slow_executions_had_no_waiting_requests() -> None:
+    """model_warmup: slow first executions with no queueing are a healthy deploy."""
+    events = run_engine(_new_model(first_infer_ms=1500, first_queue_ms=0.2), interval=IV)
+    assert "cold_start" not in causes(events)
+
+
+def _cpu(series: dict[str, str], usage: list[tuple[float, int]], throttled: list[tuple[float, int]]) -> None:
+    sel = 'namespace="prod",pod="triton-0",container="triton"'
+    series[f"container_cpu_usage_seconds_total{{{sel}}}"] = notation([(u * IV, n) for u, n in usage])
+    series[f"container_spec_cpu_quota{{{sel}}}"] = gauge([(200000, sum(n for _, n in usage))])
+    series[f"container_cpu_cfs_periods_total{{{sel}}}"] = notation([(IV * 10, n) for _, n in usage])
+    series[f"container_cpu_cfs_throttled_periods_total{{{sel}}}"] = notation(
+        [(r * IV * 10, n) for r, n in throttled]
+    )
+
+
+def _node(series: dict[str, str], busy: list[tuple[float, int]]) -> None:
+    # Four CPUs; idle seconds per scrape shrink when the node is busy.
+    series['node_cpu_seconds_total{instance="node-1:9100",cpu="0",mode="idle"}'] = notation(
+        [((1 - b) * 4 * IV, n) for b, n in busy]
+    )
+    series['node_cpu_seconds_total{instance="node-1:9100",cpu="0",mode="user"}'] = notation(
+        [(b * 4 * IV, n) for b, n in busy]
+    )
+
+
+def test_cpu_bottleneck_fires_when_triton_cpu_saturates_with_load() -> None:
+    """Load grows, Triton's container hits its CPU quota and is throttled; compute slows."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=30, infer_ms=30, queue_ms=60, pending=4)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.97, 24)], [(0.0, BASE_N), (0.45, 24)])
+    assert_detected(run_engine(series, interval=IV), "cpu_bottleneck")
+
+
+def test_cpu_bottleneck_quiet_when_a_neighbour_takes_the_cpu() -> None:
+    """Busy node with Triton's own CPU down at steady load is contention, not Triton's CPU work."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)], interval=IV
+    )
+    _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.3, BASE_N), (0.97, 24)])
+    events = run_engine(series, interval=IV)
+    assert "cpu_bottleneck" not in causes(events)
+    assert_detected(events, "node_contention")
+
+
+def test_node_contention_needs_node_evidence_to_open() -> None:
+    """Inflated compute at steady load without node metrics stays below the open threshold."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)], interval=IV
+    )
+    assert "node_contention" not in causes(run_engine(series, interval=IV))
+
+
+def test_memory_copy_fires_when_input_copies_dominate_compute() -> None:
+    """Inputs grow: compute_input becomes most of compute while the CPU has headroom."""
+    series = triton_model(
+        [Phase(BASE_N, rps=10, input_ms=0.5, infer_ms=10), Phase(24, rps=10, input_ms=25, infer_ms=12, queue_ms=20)],
+        interval=IV,
+    )
+    _cpu(series, [(0.6, BASE_N), (0.8, 24)], [(0.0, BASE_N), (0.0, 24)])
+    assert_detected(run_engine(series, interval=IV), "memory_copy")
+
+
+def test_memory_copy_quiet_when_copy_share_was_always_high() -> None:
+    """A model that always spent most compute copying did not explode because of copies."""
+    series = triton_model(
+        [Phase(BASE_N, rps=10, input_ms=20, infer_ms=10), Phase(24, rps=10, input_ms=20, infer_ms=10, queue_ms=60)],
+        interval=IV,
+    )
+    assert "memory_copy" not in causes(run_engine(series, interval=IV))
+
+
+def _reloading(cycles: int, period_scrapes: int = 3) -> dict[str, str]:
+    phases = [Phase(BASE_N, rps=20, infer_ms=10)]
+    for _ in range(cycles):
+        phases.append(Phase(period_scrapes - 1, rps=20, infer_ms=10))
+        phases.append(Phase(1, rps=20, infer_ms=40, queue_ms=300))
+    return triton_model(phases, interval=IV)
+
+
+def test_model_reload_fires_on_periodic_spikes_at_steady_traffic() -> None:
+    """Repository polling reloads the model every 15 s: per-scrape latency spikes recur."""
+    assert_detected(run_engine(_reloading(cycles=10), interval=IV), "model_reload")
+
+
+def test_model_reload_quiet_on_a_single_spike() -> None:
+    """One spike (a single deploy) is not a reload loop."""
+    assert "model_reload" not in causes(run_engine(_reloading(cycles=1), interval=IV))
+
+
+def test_retry_storm_is_primary_over_capacity_when_timeouts_rise() -> None:
+    """Arrivals, latency, cancellations and pending rise together: retries amplify overload."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20),
+         Phase(24, rps=48, infer_ms=20, queue_ms=900, pending=90, canceled_rps=15)],
+        interval=IV,
+    )
+    events = run_engine(series, interval=IV)
+    assert_detected(events, "retry_storm")
+    first = next(e for e in events if e.event == "opened")
+    assert first.cause == "retry_storm"
+    assert any("too_few_instances" in e.secondary for e in events if e.cause == "retry_storm")
+    assert not any(e.cause == "too_few_instances" for e in events)
+
+
+def test_overload_without_timeouts_is_not_a_retry_storm() -> None:
+    """A genuine load rise without timeouts or cancellations is capacity, not a storm."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=900, pending=90)],
+        interval=IV,
+    )
+    found = causes(run_engine(series, interval=IV))
+    assert "retry_storm" not in found
+    assert "too_few_instances" in found
+
+
+def test_ramp_within_capacity_opens_nothing() -> None:
+    """Traffic tripling with flat latency is healthy."""
+    series = triton_model(
+        [Phase(BASE_N, rps=10, infer_ms=10), Phase(12, rps=20, infer_ms=10), Phase(12, rps=30, infer_ms=10)],
+        interval=IV,
+    )
+    assert run_engine(series, interval=IV) == []
+
+
+def test_slow_scrape_interval_still_detects_within_a_minute() -> None:
+    """At a 30 s scrape interval the same overload is found within 60 s of onset."""
+    series = triton_model(
+        [Phase(8, rps=30, infer_ms=20), Phase(6, rps=49, infer_ms=20, queue_ms=300, pending=12)],
+        interval=30.0,
+    )
+    events = run_engine(series, interval=30.0)
+    hits = [t for c, _, t in opened(events) if c == "too_few_instances"]
+    assert hits and hits[0] - 8 * 30.0 <= 60
