@@ -100,7 +100,7 @@ class IncidentBook:
                     inc.last_event = now
                     events.append(self._event("updated", subject, inc, now))
                 return events
-            rival = self._held(st, now)
+            rival = self._held(st, now, interval_s)
             if now - inc.last_match >= resolve_after and (recovered or rival is not None):
                 events.append(self._event("resolved", subject, inc, now))
                 st.open = None

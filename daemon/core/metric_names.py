@@ -20,6 +20,9 @@ TRITON_COUNTERS: frozenset[str] = frozenset(
     }
 )
 
+# Gauges whose names end like counters; `_count` alone would make them cumulative.
+TRITON_GAUGES: frozenset[str] = frozenset({"nv_inference_pending_request_count"})
+
 COUNTER_SUFFIXES: tuple[str, ...] = ("_total", "_sum", "_count", "_bucket")
 
 # Every family any feature reads; sources may use this to filter what they keep.
@@ -51,7 +54,7 @@ CONSUMED_PREFIXES: tuple[str, ...] = (
 def is_counter(name: str) -> bool:
     """Return True when the series is a cumulative counter (rates, resets apply)."""
     # DCGM's PCIe fields are gauges of bytes per second, not counters, in dcgm-exporter.
-    return name in TRITON_COUNTERS or name.endswith(COUNTER_SUFFIXES)
+    return name in TRITON_COUNTERS or (name not in TRITON_GAUGES and name.endswith(COUNTER_SUFFIXES))
 
 
 def is_consumed(name: str) -> bool:

@@ -1,0 +1,73 @@
+"""Incident state machine: hold before opening, one primary per subject, hysteresis, staleness."""
+
+from __future__ import annotations
+
+from daemon.core.findings import Finding, Fix, Subject
+from daemon.core.incidents import IncidentBook
+from daemon.core.thresholds import Thresholds
+
+S = Subject("prod", "resnet", "triton-0")
+
+
+def finding(cause: str, conf: float) -> Finding:
+    return Finding(cause, S, conf, f"{cause} summary", {}, Fix("do something"))
+
+
+def test_finding_must_hold_before_opening() -> None:
+    """A single evaluation never opens an incident at short scrape intervals."""
+    book = IncidentBook(Thresholds())
+    assert book.observe(S, [finding("too_few_instances", 0.8)], 0.0, 5.0, recovered=False) == []
+    assert book.observe(S, [finding("too_few_instances", 0.8)], 5.0, 5.0, recovered=False) == []
+    evs = book.observe(S, [finding("too_few_instances", 0.8)], 10.0, 5.0, recovered=False)
+    assert [e.event for e in evs] == ["opened"]
+
+
+def test_flapping_finding_does_not_open() -> None:
+    """A finding that comes and goes between evaluations restarts its hold timer."""
+    book = IncidentBook(Thresholds())
+    for t in range(0, 60, 10):
+        f = [finding("batching_delay", 0.8)] if t % 20 == 0 else []
+        assert book.observe(S, f, float(t), 5.0, recovered=False) == []
+
+
+def test_low_confidence_never_opens() -> None:
+    """Below the open threshold a finding is a hint, not an incident."""
+    book = IncidentBook(Thresholds())
+    for t in range(0, 60, 5):
+        assert book.observe(S, [finding("node_contention", 0.4)], float(t), 5.0, recovered=False) == []
+
+
+def test_primary_is_highest_confidence_and_others_are_secondary() -> None:
+    """Several causes matching one symptom open one incident for the strongest."""
+    book = IncidentBook(Thresholds())
+    both = [finding("too_few_instances", 0.7), finding("retry_storm", 0.9)]
+    evs = []
+    for t in (0.0, 5.0, 10.0):
+        evs += book.observe(S, both, t, 5.0, recovered=False)
+    assert [(e.event, e.cause, e.secondary) for e in evs] == [("opened", "retry_storm", ["too_few_instances"])]
+
+
+def test_resolution_needs_absence_and_recovery_for_the_hold_time() -> None:
+    """Hysteresis: the finding must be gone and latency recovered for resolve_after_s."""
+    t = Thresholds()
+    book = IncidentBook(t)
+    for now in (0.0, 5.0, 10.0):
+        book.observe(S, [finding("too_few_instances", 0.8)], now, 5.0, recovered=False)
+    # Gone but latency not recovered: stays open however long.
+    for now in range(15, 200, 5):
+        assert book.observe(S, [], float(now), 5.0, recovered=False) == []
+    evs = []
+    for now in range(200, 300, 5):
+        evs += book.observe(S, [], float(now), 5.0, recovered=True)
+    assert [e.event for e in evs] == ["resolved"]
+    assert evs[0].at - 200 >= 0
+
+
+def test_weak_finding_keeps_incident_open() -> None:
+    """Between the close and open thresholds an open incident stays open (hysteresis band)."""
+    book = IncidentBook(Thresholds())
+    for now in (0.0, 5.0, 10.0):
+        book.observe(S, [finding("memory_copy", 0.8)], now, 5.0, recovered=False)
+    for now in range(15, 300, 5):
+        assert book.observe(S, [finding("memory_copy", 0.4)], float(now), 5.0, recovered=True) == []
+    assert book.is_open(S)
