@@ -33,7 +33,9 @@ def load_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> lis
         raise TraceError(f"{p}:1: empty trace; record one with the lab or export it from Prometheus")
     try:
         text = decode_payload(data, source=str(p))
-        expo = parse_exposition(text, source=str(p), max_samples=max_samples)
+        # A trace is OpenMetrics by contract: read as 0.0.4 its timestamps would be taken as
+        # milliseconds, and a missing `# EOF` is how a truncated recording shows.
+        expo = parse_exposition(text, source=str(p), openmetrics=True, max_samples=max_samples)
     except ExpositionError as exc:
         raise TraceError(str(exc)) from None
     if not expo.samples:
