@@ -1,0 +1,329 @@
+"""The daemon in-process against local metrics servers: HTTP endpoints, restarts, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from daemon.runtime.alertmanager_webhook import Alert
+from daemon.runtime.daemon_app import DaemonApp
+from daemon.runtime.supervisor import Supervisor
+from daemon.settings import Settings, TargetSettings
+from tests.fixtures_prometheus import MetricsServer, closed_port_url
+
+CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
+
+
+def _settings(*targets: TargetSettings, **extra: Any) -> Settings:
+    values: dict[str, Any] = {
+        "targets": list(targets),
+        "scrape_interval_s": 0.2,
+        "scrape_timeout_s": 0.5,
+        "scrape_jitter_s": 0.0,
+        "evaluation_interval_s": 0.2,
+        "listen": "127.0.0.1:0",
+        "shutdown_grace_s": 2.0,
+        **extra,
+    }
+    return Settings(**values)
+
+
+async def _wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+@asynccontextmanager
+async def _running(app: DaemonApp, *, install_signals: bool = False) -> AsyncIterator[str]:
+    """Run the app in a task; yield its base URL; stop it and require a clean exit."""
+    task = asyncio.create_task(app.run(install_signals=install_signals))
+
+    async def listening() -> bool:
+        return app.http is not None and app.http.port != 0
+
+    await _wait_for(listening)
+    assert app.http is not None
+    try:
+        yield f"http://127.0.0.1:{app.http.port}"
+    finally:
+        if not task.done():
+            app.request_stop("test finished")
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def test_health_ready_metrics_and_incidents_endpoints() -> None:
+    """/healthz, /readyz, /metrics and /api/incidents answer for a daemon scraping a target."""
+    text = CAPTURE.read_text()
+    server = await MetricsServer(render=lambda: text).start()
+    app = DaemonApp(_settings(TargetSettings(name="t0", metrics_url=server.url)))
+    try:
+        async with _running(app) as base, aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/healthz") as resp:
+                assert resp.status == 200
+
+            async def ready() -> bool:
+                async with http.get(f"{base}/readyz") as resp:
+                    return resp.status == 200
+
+            await _wait_for(ready)
+            # The source keeps polling on its interval.
+            await _wait_for(lambda: _coro(server.hits >= 3))
+            async with http.get(f"{base}/metrics") as resp:
+                metrics = await resp.text()
+            async with http.get(f"{base}/api/incidents") as resp:
+                incidents = await resp.json()
+    finally:
+        await server.stop()
+
+    assert 'tritonguard_source_up{source="scrape",target="t0"} 1.0' in metrics
+    assert _value(metrics, 'tritonguard_samples_ingested_total{source="scrape"}') > 0
+    assert _value(metrics, "tritonguard_evaluations_total") > 0
+    assert 'tritonguard_source_poll_duration_seconds_count{source="scrape",target="t0"}' in metrics
+    # The injected registry holds only the daemon's metrics, not the process collectors.
+    assert "process_cpu_seconds_total" not in metrics
+    assert incidents == {"incidents": []}
+
+
+async def test_not_ready_while_every_target_is_down() -> None:
+    """With only a dead target /readyz is 503 and names the error; /healthz stays 200."""
+    app = DaemonApp(_settings(TargetSettings(name="dead", metrics_url=closed_port_url())))
+    async with _running(app) as base, aiohttp.ClientSession() as http:
+        await asyncio.sleep(0.6)
+        async with http.get(f"{base}/healthz") as resp:
+            assert resp.status == 200
+        async with http.get(f"{base}/readyz") as resp:
+            status, body = resp.status, await resp.json()
+        async with http.get(f"{base}/metrics") as resp:
+            metrics = await resp.text()
+    assert status == 503
+    assert body["sources_fresh"] is False
+    assert "connection failed" in body["targets"]["scrape/dead"]["error"]
+    assert (
+        _value(metrics, 'tritonguard_source_poll_errors_total{source="scrape",target="dead"}') >= 2
+    )
+
+
+async def test_crashing_task_is_restarted_and_counted() -> None:
+    """A root task that raises is restarted with backoff; the daemon keeps serving."""
+    text = CAPTURE.read_text()
+    server = await MetricsServer(render=lambda: text).start()
+    app = DaemonApp(_settings(TargetSettings(name="t0", metrics_url=server.url)))
+    runs: list[float] = []
+
+    async def flaky() -> None:
+        runs.append(time.monotonic())
+        if len(runs) <= 3:
+            raise RuntimeError(f"boom {len(runs)}")
+        await app.supervisor.stopping.wait()
+
+    app.supervisor.backoff_s = 0.05
+    app.build()
+    app.supervisor.add("flaky", flaky)
+    task = asyncio.create_task(app.supervisor.run())
+    try:
+
+        async def recovered() -> bool:
+            return len(runs) >= 4
+
+        await _wait_for(recovered)
+        assert app.http is not None
+        await _wait_for(_port_open(app.http.port))
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{app.http.port}/metrics") as resp:
+                metrics = await resp.text()
+            async with http.get(f"http://127.0.0.1:{app.http.port}/readyz") as resp:
+                tasks = (await resp.json())["tasks"]
+    finally:
+        app.request_stop("test")
+        await asyncio.wait_for(task, timeout=10)
+        await server.stop()
+
+    assert _value(metrics, 'tritonguard_task_restarts_total{task="flaky"}') == 3
+    assert tasks["flaky"] == {"running": True, "restarts": 3, "last_error": "RuntimeError: boom 3"}
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    # Backoff doubles: 0.05, 0.1, 0.2 s.
+    assert gaps[0] >= 0.04 and gaps[2] >= 0.18 and gaps[2] > gaps[0]
+
+
+async def test_sigterm_stops_everything_within_the_deadline() -> None:
+    """SIGTERM stops sources, evaluator, dispatcher and HTTP, and frees the port, fast."""
+    text = CAPTURE.read_text()
+    server = await MetricsServer(render=lambda: text).start()
+    app = DaemonApp(_settings(TargetSettings(name="t0", metrics_url=server.url)))
+    task = asyncio.create_task(app.run(install_signals=True))
+    try:
+        await _wait_for(lambda: _coro(app.http is not None and app.http.port != 0))
+        assert app.http is not None
+        port = app.http.port
+        await _wait_for(lambda: _coro(server.hits >= 2))
+        started = time.monotonic()
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(task, timeout=5)
+        elapsed = time.monotonic() - started
+        hits_at_stop = server.hits
+        await asyncio.sleep(0.5)
+    finally:
+        if not task.done():
+            task.cancel()
+        await server.stop()
+    assert elapsed < 3.0
+    assert server.hits == hits_at_stop
+    assert not any(st.running for st in app.supervisor.states().values())
+    assert not await _port_open(port)()
+
+
+async def test_shutdown_lets_in_flight_work_finish_within_grace() -> None:
+    """A stage with grace finishes its in-flight work; one past its grace is cancelled."""
+    sup = Supervisor()
+    finished: list[str] = []
+    cancelled: list[str] = []
+
+    def worker(name: str, work_s: float) -> Any:
+        async def body() -> None:
+            await sup.stopping.wait()
+            try:
+                await asyncio.sleep(work_s)  # an action finishing after the stop request
+                finished.append(name)
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+
+        return body
+
+    sup.add("quick", worker("quick", 0.2), stage=0, grace_s=2.0)
+    sup.add("stuck", worker("stuck", 30.0), stage=1, grace_s=0.3)
+    task = asyncio.create_task(sup.run())
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    sup.request_stop("test")
+    await asyncio.wait_for(task, timeout=5)
+    elapsed = time.monotonic() - started
+    assert finished == ["quick"] and cancelled == ["stuck"]
+    assert 0.45 <= elapsed < 1.5
+
+
+async def test_alertmanager_webhook_passes_alerts_and_rejects_bad_bodies() -> None:
+    """A v4 webhook body reaches the callback as alerts; a malformed one gets a 400 reason."""
+    received: list[Alert] = []
+
+    async def on_alerts(alerts: list[Alert]) -> None:
+        received.extend(alerts)
+
+    app = DaemonApp(_settings(), on_alerts=on_alerts)
+    payload = {
+        "version": "4",
+        "groupKey": '{}:{alertname="TritonP99High"}',
+        "status": "firing",
+        "receiver": "tritonguard",
+        "groupLabels": {"alertname": "TritonP99High"},
+        "commonLabels": {},
+        "commonAnnotations": {},
+        "externalURL": "http://alertmanager.local",
+        "truncatedAlerts": 0,
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": {"alertname": "TritonP99High", "namespace": "ml", "model": "resnet"},
+                "annotations": {"summary": "p99 over SLO"},
+                "startsAt": "2026-11-30T10:00:00Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "http://prometheus.local/graph",
+                "fingerprint": "abc123",
+            },
+            {"status": "resolved", "labels": {"alertname": "TritonQueueHigh"}},
+        ],
+    }
+    async with _running(app) as base, aiohttp.ClientSession() as http:
+        async with http.post(f"{base}/api/alertmanager", json=payload) as resp:
+            ok = (resp.status, await resp.json())
+        async with http.post(f"{base}/api/alertmanager", json={"version": "3"}) as resp:
+            bad_version = (resp.status, await resp.json())
+        async with http.post(f"{base}/api/alertmanager", data=b"{not json") as resp:
+            not_json = (resp.status, await resp.json())
+        async with http.get(f"{base}/metrics") as resp:
+            metrics = await resp.text()
+    assert ok == (200, {"received": 2})
+    assert [(a.status, a.name) for a in received] == [
+        ("firing", "TritonP99High"),
+        ("resolved", "TritonQueueHigh"),
+    ]
+    assert received[0].labels["model"] == "resnet" and received[0].fingerprint == "abc123"
+    assert bad_version[0] == 400 and "version" in bad_version[1]["error"]
+    assert not_json == (400, {"error": "body is not JSON"})
+    assert _value(metrics, 'tritonguard_alertmanager_alerts_total{status="firing"}') == 1
+
+
+async def test_events_reach_the_dispatcher_callback_and_failures_are_contained() -> None:
+    """on_events gets each batch; a raising handler is logged and the next batch still runs."""
+    from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
+
+    calls: list[int] = []
+
+    async def on_events(events: list[IncidentEvent]) -> list[dict[str, Any]]:
+        calls.append(len(events))
+        if len(calls) == 1:
+            raise RuntimeError("playbook bug")
+        return [{"status": "planned"}]
+
+    app = DaemonApp(_settings(), on_events=on_events)
+    event = IncidentEvent(
+        event="opened",
+        incident_id="i1",
+        cause="batching_delay",
+        subject=Subject("ml", "resnet"),
+        at=1.0,
+        confidence=0.9,
+        summary="s",
+        evidence={"x": Evidence(1.0, "us", 60.0, "x")},
+        fix=Fix("lower max_queue_delay_microseconds"),
+        opened_at=1.0,
+    )
+    await app.dispatch([event])
+    await app.dispatch([event, event])
+    assert calls == [1, 2]
+    assert app.registry.get_sample_value("tritonguard_actions_total", {"status": "planned"}) == 1
+
+
+def _value(metrics: str, series: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{series} not in /metrics")
+
+
+async def _coro(value: bool) -> bool:
+    return value
+
+
+def _port_open(port: int) -> Any:
+    async def check() -> bool:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
+    return check
+
+
+@pytest.fixture(autouse=True)
+def _restore_sigterm() -> Any:
+    """Keep the test process's own signal disposition whatever a test installs."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
