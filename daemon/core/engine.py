@@ -121,10 +121,10 @@ class Engine:
         return (subject.namespace, subject.pod, subject.model)
 
     def features(self, subject: Subject, now: float) -> FeatureSet | None:
-        """Current features of a subject; None if Triton never reported it."""
+        """Current features of a subject (pod "" = the model across its pods); None if unknown."""
         reader = FeatureReader(self.store, self.t, now)
         key = self._key(subject)
-        if key not in reader.subjects():
+        if key not in reader.subjects() and key not in reader.model_subjects():
             return None
         return reader.compute(key)
 

@@ -85,13 +85,19 @@ class FeatureReader:
         self.t = thresholds
         self.now = now
         self._index: dict[str, dict[SubjectKey, list[Series]]] = {}
+        self._aggregates: set[SubjectKey] = set()
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""
         keys: set[SubjectKey] = set()
         for name in ("nv_inference_request_success", "nv_inference_exec_count"):
-            keys.update(self._indexed(name))
+            keys.update(k for k in self._indexed(name) if k not in self._aggregates)
         return sorted(keys)
+
+    def model_subjects(self) -> list[SubjectKey]:
+        """(namespace, "", model) keys that sum a model's series across its pods."""
+        self._indexed("nv_inference_request_success")
+        return sorted(self._aggregates)
 
     def _indexed(self, name: str) -> dict[SubjectKey, list[Series]]:
         idx = self._index.get(name)
@@ -99,7 +105,13 @@ class FeatureReader:
             idx = {}
             for s in self.store.family(name):
                 ns, pod = target_of(s.labels)
-                idx.setdefault((ns, pod, label(s.labels, "model")), []).append(s)
+                model = label(s.labels, "model")
+                idx.setdefault((ns, pod, model), []).append(s)
+                if pod:
+                    # The same series also count toward the model across its pods.
+                    agg = (ns, "", model)
+                    idx.setdefault(agg, []).append(s)
+                    self._aggregates.add(agg)
             self._index[name] = idx
         return idx
 

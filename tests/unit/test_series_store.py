@@ -66,3 +66,20 @@ def test_unconsumed_families_are_not_stored() -> None:
     store = SeriesStore()
     store.add(Sample("go_goroutines", (), 5.0, 0.0), 0.0)
     assert len(store) == 0
+
+
+def test_model_features_sum_across_pods() -> None:
+    """A model served by two pods has per-pod features and a model-wide request rate."""
+    from daemon.core.engine import Engine
+    from daemon.core.findings import Subject
+    from tests.unit.synthetic import Phase, samples_of, triton_model
+
+    series = triton_model([Phase(12, rps=10)], interval=5.0, pod="a")
+    series.update(triton_model([Phase(12, rps=30)], interval=5.0, pod="b"))
+    engine = Engine()
+    samples = samples_of(series, interval=5.0)
+    engine.ingest(samples, 0.0)
+    now = max(s.timestamp or 0 for s in samples)
+    assert engine.feature_value(Subject("prod", "resnet", "a"), "request_rate", now) == 10.0
+    assert engine.feature_value(Subject("prod", "resnet", "b"), "request_rate", now) == 30.0
+    assert engine.feature_value(Subject("prod", "resnet", ""), "request_rate", now) == 40.0
