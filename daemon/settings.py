@@ -34,10 +34,10 @@ class SettingsError(ValueError):
     """Settings could not be loaded; the message is one line naming the file or variable."""
 
 
-def _check_http_url(value: str, what: str) -> str:
+def _check_http_url(value: str, what: str, example: str = "http://host:8002/metrics") -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{what} must be an http(s) URL such as http://host:8002/metrics")
+        raise ValueError(f"{what} must be an http(s) URL such as {example}")
     return value
 
 
@@ -69,7 +69,11 @@ class TargetSettings(BaseModel):
     @field_validator("triton_url")
     @classmethod
     def _triton_url_is_http(cls, value: str | None) -> str | None:
-        return None if value is None else _check_http_url(value, "triton_url").rstrip("/")
+        return (
+            None
+            if value is None
+            else _check_http_url(value, "triton_url", "http://host:8000").rstrip("/")
+        )
 
     @property
     def instance(self) -> str:
@@ -140,7 +144,11 @@ class Settings(BaseSettings):
     @field_validator("prometheus_url")
     @classmethod
     def _prometheus_url_is_http(cls, value: str | None) -> str | None:
-        return None if value is None else _check_http_url(value, "prometheus_url").rstrip("/")
+        return (
+            None
+            if value is None
+            else _check_http_url(value, "prometheus_url", "http://prometheus:9090").rstrip("/")
+        )
 
     @field_validator("listen")
     @classmethod
