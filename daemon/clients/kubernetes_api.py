@@ -320,9 +320,7 @@ class KubernetesClient:
             return await asyncio.wait_for(
                 asyncio.to_thread(fn, *args, **kwargs), timeout=self.timeout_s + 1.0
             )
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
+        except Exception as exc:
             raise translate_error(exc, what, self.host) from exc
 
     def _json(self, model: Any) -> JsonObj:
