@@ -1,7 +1,8 @@
-"""Print the exposition parser's speedup over prometheus_client, timed in one process.
+"""Print benchmark ratios measured in one process: parser speedup and replay throughput.
 
-Run as ``python -m benchmarks.run``. Both parsers are timed alternately for several rounds and
-the medians compared, so the ratio holds on a busy machine where absolute times do not.
+Run as ``python -m benchmarks.run``. Each subject and its baseline are timed alternately for
+several rounds and the medians compared, so the ratio holds on a busy machine where absolute
+times do not.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import argparse
 import statistics
 import timeit
 
+import time
+
 from benchmarks.bench_parser import CAPTURE, parse_ours, parse_prometheus_client
+from benchmarks.bench_replay import build_trace, read_with_prometheus_client, replay_text
 
 
 def measure(rounds: int, number: int) -> tuple[float, float]:
@@ -26,6 +30,22 @@ def measure(rounds: int, number: int) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(theirs)
 
 
+def measure_replay(rounds: int) -> tuple[float, float, float]:
+    """Median seconds for (full replay, prometheus_client read) of one trace, and its span."""
+    text, span = build_trace()
+    ours: list[float] = []
+    base: list[float] = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        replay_text(text)
+        t1 = time.perf_counter()
+        read_with_prometheus_client(text)
+        t2 = time.perf_counter()
+        ours.append(t1 - t0)
+        base.append(t2 - t1)
+    return statistics.median(ours), statistics.median(base), span
+
+
 def main() -> None:
     """Time both parsers and print the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,6 +56,10 @@ def main() -> None:
     print(f"input: {CAPTURE.name}")
     print(f"ours: {ours * 1e3:.2f} ms/parse, prometheus_client: {theirs * 1e3:.2f} ms/parse")
     print(f"parser speedup vs prometheus_client: {theirs / ours:.1f}x")
+    replay, read, span = measure_replay(max(3, args.rounds // 3))
+    print(f"replay of {span:.0f} s of a 50-model trace (2 s scrapes): {replay:.2f} s, "
+          f"{span / replay:.0f} trace-seconds per wall-second")
+    print(f"replay time / prometheus_client merely reading the trace: {replay / read:.2f}x")
 
 
 if __name__ == "__main__":
