@@ -1,1 +1,1 @@
-"""Fault lab: a real Triton server driven into each cause of the catalogue, for tests and the demo."""
+"""Fault lab: a real Triton server driven into each cause of the catalogue, for tests and demo."""

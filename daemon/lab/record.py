@@ -1,0 +1,73 @@
+"""Record lab scenarios into trace fixtures: ``python -m daemon.lab.record --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from daemon.lab.recorder import load_raw, write_trace
+from daemon.lab.scenario_runner import run_scenario, scaled
+from daemon.lab.scenarios import SCENARIOS
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m daemon.lab.record", description=__doc__)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="directory for .om.gz and .labels.json"
+    )
+    parser.add_argument("--only", nargs="*", default=None, help="scenario names (default: all)")
+    parser.add_argument(
+        "--raw", type=Path, default=None, help="also keep raw scrapes and server logs here"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply phase durations (e.g. 0.2 for a smoke run)",
+    )
+    parser.add_argument(
+        "--convert",
+        action="store_true",
+        help="only convert raw scrapes in --raw into traces in --out",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected scenarios one after another and write their fixtures."""
+    args = _parse(argv)
+    if args.convert:
+        if args.raw is None:
+            print("error: --convert needs --raw DIR holding *.scrapes.jsonl.gz", file=sys.stderr)
+            return 2
+        for raw in sorted(args.raw.glob("*.scrapes.jsonl.gz")):
+            name = raw.name.removesuffix(".scrapes.jsonl.gz")
+            count = write_trace(load_raw(raw), args.out / f"{name}.om.gz")
+            print(f"{name}: {count} samples")
+        return 0
+    names = args.only or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(
+            f"error: unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
+            file=sys.stderr,
+        )
+        return 2
+    for name in names:
+        scenario = SCENARIOS[name]
+        if args.scale != 1.0:
+            scenario = scaled(scenario, args.scale)
+        began = time.monotonic()
+        labels = asyncio.run(run_scenario(scenario, args.out, raw_dir=args.raw))
+        print(
+            f"{name}: recorded in {time.monotonic() - began:.0f} s, load {labels['load']}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

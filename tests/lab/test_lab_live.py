@@ -1,0 +1,126 @@
+"""Live tests of the fault lab against a real tritonserver (marked ``live``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from daemon.core.exposition import parse_exposition
+from daemon.core.samples import label
+from daemon.lab.exporters import LabExporters
+from daemon.lab.loadgen import LoadGenerator, LoadSpec, Segment
+from daemon.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
+from daemon.lab.triton_server import TritonServer
+
+pytestmark = pytest.mark.live
+
+
+def _metric(url: str, name: str, model: str) -> float:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    exp = parse_exposition(text, source=url)
+    return sum(s.value for s in exp.samples if s.name == name and label(s.labels, "model") == model)
+
+
+def _group_alive(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_server_starts_ready_and_stops_without_leftovers(tmp_path: Path) -> None:
+    """The real server gets ready with a lab model; after stop its process group is gone."""
+    write_model(tmp_path, ModelSpec("m", behaviour=Behaviour(accel_ms=1)))
+    server = TritonServer(tmp_path)
+    with server:
+        pid = server.pid
+        assert pid is not None
+        assert server.is_ready()
+        assert _group_alive(pid)  # tritonserver and its python stub
+    assert server.pid is None
+    assert not _group_alive(pid)
+    assert "model_repository_manager" in server.log_path.read_text()
+
+
+async def test_accelerator_time_shows_in_compute_infer(tmp_path: Path) -> None:
+    """accel_ms of the model config is real time that Triton reports as compute_infer."""
+    write_model(tmp_path, ModelSpec("slow", behaviour=Behaviour(accel_ms=40)))
+    write_model(tmp_path, ModelSpec("fast", behaviour=Behaviour(accel_ms=2)))
+    async with TritonServer(tmp_path) as server, LoadGenerator(server.http_url) as gen:
+        for model in ("slow", "fast"):
+            stats = await gen.run(LoadSpec(model, concurrency=1, duration_s=2.0))
+            assert stats.succeeded > 5
+        per_exec = {}
+        for model in ("slow", "fast"):
+            infer = _metric(server.metrics_url, "nv_inference_compute_infer_duration_us", model)
+            execs = _metric(server.metrics_url, "nv_inference_exec_count", model)
+            per_exec[model] = infer / execs / 1000
+    assert 38 <= per_exec["slow"] < 60
+    assert per_exec["fast"] < 15
+
+
+async def test_retry_client_amplifies_load_under_overload(tmp_path: Path) -> None:
+    """Short client timeouts with immediate retries send more attempts than requests (499s)."""
+    write_model(
+        tmp_path,
+        ModelSpec("busy", max_batch_size=0, input_dims=(1, 16), behaviour=Behaviour(accel_ms=50)),
+    )
+    async with TritonServer(tmp_path) as server, LoadGenerator(server.http_url) as gen:
+        spec = LoadSpec(
+            "busy", schedule=(Segment(0, 40.0),), duration_s=4.0, timeout_s=0.3, retries=3
+        )
+        stats = await gen.run(spec)
+        exposition = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(gen.metrics_url, timeout=5).read().decode()
+        )
+    assert stats.amplification > 1.5
+    assert stats.attempts["499"] > 0
+    parsed = parse_exposition(exposition, source="ingress")
+    counted = {label(s.labels, "status"): s.value for s in parsed.samples}
+    assert counted["499"] == stats.attempts["499"]
+    assert sum(counted.values()) == sum(stats.attempts.values())
+
+
+async def test_exporters_report_real_cpu_and_device_time(tmp_path: Path) -> None:
+    """The container CPU series follow real CPU use; GPU util the real accelerator time."""
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    repo = tmp_path / "repo"
+    spec = ModelSpec(
+        "work",
+        max_batch_size=4,
+        dynamic_batching=DynamicBatching(100),
+        behaviour=Behaviour(accel_ms=20, cpu_bytes=20_000_000, ledger_dir=str(ledger)),
+    )
+    write_model(repo, spec)
+    async with TritonServer(repo) as server:
+        exporters = LabExporters(pid=lambda: server.pid, ledger_dir=ledger, cpu_quota_cores=0.05)
+        async with exporters, LoadGenerator(server.http_url) as gen:
+            await gen.run(LoadSpec("work", concurrency=1, duration_s=3.0))
+            text = exporters.exposition()
+    samples = {s.name: s.value for s in parse_exposition(text, source="exporters").samples}
+    # ~12 ms hashing + 20 ms sleep per execution back to back: a busy but not saturated CPU.
+    assert samples["container_cpu_usage_seconds_total"] > 0.3
+    assert samples["container_cpu_cfs_throttled_periods_total"] > 0
+    assert (
+        samples["container_cpu_cfs_periods_total"]
+        >= samples["container_cpu_cfs_throttled_periods_total"]
+    )
+    assert samples["container_spec_cpu_quota"] == 5000
+    # 20 ms of device time per ~35 ms execution, one client: the device is partly busy.
+    assert 15 < samples["DCGM_FI_DEV_GPU_UTIL"] <= 100
+    assert samples["kube_pod_info"] == 1
+    ledger_busy = sum(float(json.loads(p.read_text())["busy_s"]) for p in ledger.glob("*.json"))
+    assert ledger_busy > 1.0
