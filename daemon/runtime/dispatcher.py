@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,7 +22,13 @@ from daemon.actions.registry import (
 )
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.guards import GuardSettings, RunRecord, decide, merge_bounds, model_key
-from daemon.core.playbook_model import Playbook, Step
+from daemon.core.playbook_model import (
+    Playbook,
+    PlaybookError,
+    Step,
+    check_unique,
+    load_playbooks_text,
+)
 from daemon.core.templating import TemplateError, incident_context, render_value
 from daemon.runtime.audit_store import AuditStore
 
@@ -540,3 +547,58 @@ def _short(params: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("config"), dict):
         out["config"] = "<previous config>"
     return out
+
+
+def playbook_paths(paths: list[Path]) -> list[Path]:
+    """Expand directories into their ``*.yaml``/``*.yml`` files (not recursing into tests/)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out += sorted(
+                p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()
+            )
+        else:
+            out.append(path)
+    return out
+
+
+def load_playbook_files(paths: list[Path]) -> list[Playbook]:
+    """Load and validate playbooks from files and directories; PlaybookError lists every problem."""
+    books: list[Playbook] = []
+    problems: list[str] = []
+    cat = {name: a.params for name, a in load_all().items()}
+    for path in playbook_paths(paths):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{path}:1:1: cannot read: {exc}; check the path")
+            continue
+        try:
+            books += load_playbooks_text(text, str(path), cat)
+        except PlaybookError as exc:
+            problems += exc.problems
+    if not problems:
+        try:
+            check_unique(books)
+        except PlaybookError as exc:
+            problems += exc.problems
+    if problems:
+        raise PlaybookError(problems)
+    return books
+
+
+def dry_run_planner(directory: Path) -> Callable[[IncidentEvent], list[Record]]:
+    """Return a synchronous planner for replay: what the playbooks would do for each event.
+
+    Raises PlaybookError (a ValueError) when the playbooks do not load.
+    """
+    books = load_playbook_files([directory])
+    disp = Dispatcher(books, AuditStore(), settings=GuardSettings(dry_run=True))
+    loop = asyncio.new_event_loop()
+
+    def plan(event: IncidentEvent) -> list[Record]:
+        records = loop.run_until_complete(disp.handle(event, event.at))
+        late = loop.run_until_complete(disp.tick(event.at))
+        return records + late.get(event.incident_id, [])
+
+    return plan
