@@ -1,0 +1,25 @@
+# tritonguard daemon image: `docker build -t tritonguard:0.1.0 .`
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY daemon ./daemon
+# Build a wheel of the package (no lab or dev extras: the daemon needs neither).
+RUN pip install --no-cache-dir --upgrade pip build \
+ && python -m build --wheel --outdir /wheels .
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1
+COPY --from=build /wheels /wheels
+RUN pip install /wheels/*.whl && rm -rf /wheels \
+ && groupadd --system --gid 10001 tritonguard \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/tritonguard --no-create-home tritonguard \
+ && mkdir -p /var/lib/tritonguard \
+ && chown tritonguard:tritonguard /var/lib/tritonguard
+USER 10001:10001
+WORKDIR /var/lib/tritonguard
+ENV TRITONGUARD_AUDIT_DB_PATH=/var/lib/tritonguard/audit.sqlite3
+EXPOSE 9108
+ENTRYPOINT ["tritonguard"]
+CMD ["run"]
