@@ -316,9 +316,10 @@ class KubernetesClient:
     async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         kwargs.setdefault("_request_timeout", self._request_timeout())
         try:
-            # The client's own read timeout ends the worker thread; wait_for is the backstop.
+            # timeout_s bounds the whole call, including urllib3's one retry of an idempotent
+            # request; the client's own read timeout then ends the worker thread soon after.
             return await asyncio.wait_for(
-                asyncio.to_thread(fn, *args, **kwargs), timeout=self.timeout_s + 1.0
+                asyncio.to_thread(fn, *args, **kwargs), timeout=self.timeout_s + 0.25
             )
         except Exception as exc:
             raise translate_error(exc, what, self.host) from exc
