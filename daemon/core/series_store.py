@@ -132,13 +132,13 @@ class SeriesStore:
                 # its counters began at zero after our previous observation, as Triton's do.
                 series.add(before, 0.0)
                 series.born = before
+            target = (
+                label(sample.labels, "namespace"),
+                label(sample.labels, "pod") or label(sample.labels, "instance"),
+            )
+            self._targets.setdefault(target, t)
         series.add(t, sample.value)
         self.samples_ingested += 1
-        target = (
-            label(sample.labels, "namespace"),
-            label(sample.labels, "pod") or label(sample.labels, "instance"),
-        )
-        self._targets.setdefault(target, t)
 
     def _born_mid_stream(self, sample: Sample, before: float, t: float) -> bool:
         assert self.started_at is not None
