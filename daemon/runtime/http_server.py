@@ -7,10 +7,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from daemon.clients.http_listener import HttpListener, HttpReply, HttpRequest
 from daemon.logs import get_logger
 from daemon.runtime.alertmanager_webhook import Alert, WebhookError, parse_webhook
 
@@ -39,41 +39,42 @@ class HttpServer:
         incidents: IncidentsView,
         on_alerts: AlertsCallback | None = None,
     ) -> None:
-        self.host = host
-        self.port = port
         self._registry = registry
         self._readiness = readiness
         self._incidents = incidents
         self._on_alerts = on_alerts
-        self._runner: web.AppRunner | None = None
+        self._listener = HttpListener(
+            host,
+            port,
+            {
+                ("GET", "/healthz"): self._healthz,
+                ("GET", "/readyz"): self._readyz,
+                ("GET", "/metrics"): self._metrics,
+                ("GET", "/api/incidents"): self._api_incidents,
+                ("POST", "/api/alertmanager"): self._alertmanager,
+            },
+            max_body_bytes=MAX_BODY_BYTES,
+        )
         self._log = get_logger("tritonguard.http")
 
-    def build_app(self) -> web.Application:
-        """Return the aiohttp application with every route."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/api/incidents", self._api_incidents)
-        app.router.add_post("/api/alertmanager", self._alertmanager)
-        return app
+    @property
+    def host(self) -> str:
+        """Return the listen host."""
+        return self._listener.host
+
+    @property
+    def port(self) -> int:
+        """Return the listen port (the bound one once started)."""
+        return self._listener.port
 
     async def start(self) -> None:
         """Bind and serve; ``port`` 0 picks a free port, readable afterwards from ``port``."""
-        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        addresses = self._runner.addresses
-        if addresses:
-            self.port = int(addresses[0][1])
+        await self._listener.start()
         self._log.info("http server listening", host=self.host, port=self.port)
 
     async def stop(self) -> None:
         """Stop serving and release the port."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._listener.stop()
 
     async def serve_forever(self) -> None:
         """Start, then serve until cancelled (the supervisor's task body)."""
@@ -83,38 +84,33 @@ class HttpServer:
         finally:
             await self.stop()
 
-    async def _healthz(self, _: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+    async def _healthz(self, _: HttpRequest) -> HttpReply:
+        return _json(200, {"status": "ok"})
 
-    async def _readyz(self, _: web.Request) -> web.Response:
+    async def _readyz(self, _: HttpRequest) -> HttpReply:
         ready, detail = self._readiness()
         body = {"status": "ready" if ready else "not ready", **detail}
-        return web.json_response(body, status=200 if ready else 503, dumps=_dumps)
+        return _json(200 if ready else 503, body)
 
-    async def _metrics(self, _: web.Request) -> web.Response:
-        body = generate_latest(self._registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def _metrics(self, _: HttpRequest) -> HttpReply:
+        return HttpReply(200, generate_latest(self._registry), CONTENT_TYPE_LATEST)
 
-    async def _api_incidents(self, _: web.Request) -> web.Response:
-        return web.json_response({"incidents": self._incidents()}, dumps=_dumps)
+    async def _api_incidents(self, _: HttpRequest) -> HttpReply:
+        return _json(200, {"incidents": self._incidents()})
 
-    async def _alertmanager(self, request: web.Request) -> web.Response:
+    async def _alertmanager(self, request: HttpRequest) -> HttpReply:
         try:
-            payload = await request.json()
+            payload = json.loads(request.body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _bad_request("body is not JSON")
+            return _json(400, {"error": "body is not JSON"})
         try:
             alerts = parse_webhook(payload)
         except WebhookError as exc:
-            return _bad_request(str(exc))
+            return _json(400, {"error": str(exc)})
         if self._on_alerts is not None:
             await self._on_alerts(alerts)
-        return web.json_response({"received": len(alerts)})
+        return _json(200, {"received": len(alerts)})
 
 
-def _bad_request(reason: str) -> web.Response:
-    return web.json_response({"error": reason}, status=400)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str)
+def _json(status: int, value: Any) -> HttpReply:
+    return HttpReply(status, json.dumps(value, default=str).encode("utf-8"))
