@@ -49,7 +49,7 @@ async def _plan(ctx: ActionContext, params: ScaleParams) -> dict[str, Any]:
     ns = params.namespace or ctx.subject.namespace
     current = None
     if ctx.kube is not None:
-        current = await ctx.kube.get_scale(ns, params.kind, params.name)
+        current = await ctx.kube.get_scale(params.kind, ns, params.name)
     elif params.add is not None:
         return {"workload": f"{ns}/{params.kind}/{params.name}", "add": params.add}
     return {
@@ -66,16 +66,15 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
         raise ActionFailed("no Kubernetes API configured")
     ns = params.namespace or ctx.subject.namespace
     try:
-        current = int(await kube.get_scale(ns, params.kind, params.name))
+        current = int(await kube.get_scale(params.kind, ns, params.name))
         wanted = _target(ctx, params, current)
-        hpa = await kube.find_hpa_for(ns, params.kind, params.name)
+        hpa = await kube.find_hpa_for(params.kind, ns, params.name)
         if hpa is not None:
-            hpa_name = str(hpa["name"] if isinstance(hpa, dict) else getattr(hpa, "name", hpa))
-            old_min = int(
-                hpa.get("min_replicas", 1)
-                if isinstance(hpa, dict)
-                else getattr(hpa, "min_replicas", 1)
-            )
+            hpa_name, old_min = str(hpa.name), int(hpa.min_replicas)
+            if wanted > int(hpa.max_replicas):
+                raise BoundsExceeded(
+                    f"minReplicas {wanted} would exceed the HPA's maxReplicas {hpa.max_replicas}"
+                )
             await kube.set_hpa_min_replicas(ns, hpa_name, wanted)
             return ActionResult(
                 detail={"hpa": f"{ns}/{hpa_name}", "min_replicas": wanted, "was": old_min},
@@ -84,7 +83,7 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
                     {"namespace": ns, "name": hpa_name, "min_replicas": old_min},
                 ),
             )
-        await kube.set_scale(ns, params.kind, params.name, wanted)
+        await kube.set_scale(params.kind, ns, params.name, wanted)
     except (BoundsExceeded, ActionFailed):
         raise
     except Exception as exc:  # the Kubernetes client raises its own typed error; keep one line
