@@ -327,3 +327,34 @@ def _restore_sigterm() -> Any:
     before = signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.live
+async def test_daemon_reads_model_configs_from_a_real_triton(tmp_path: Path) -> None:
+    """Scraping a real Triton with a triton_url makes the daemon fetch each seen model's config."""
+    from daemon.lab.repository import ModelSpec, write_model
+    from daemon.lab.triton_server import TritonServer
+
+    repo = tmp_path / "repo"
+    write_model(repo, ModelSpec(name="cfg_m", instance_count=2, warmup_count=1))
+    async with TritonServer(repo) as triton:
+        target = TargetSettings(
+            name="triton",
+            metrics_url=triton.metrics_url,
+            triton_url=triton.http_url,
+            namespace="lab",
+            pod="triton-0",
+        )
+        app = DaemonApp(_settings(target, scrape_interval_s=0.5))
+        async with _running(app) as base, aiohttp.ClientSession() as http:
+
+            async def configured() -> bool:
+                return app.engine.model_config(("lab", "triton-0", "cfg_m")) is not None
+
+            await _wait_for(configured, timeout_s=15.0)
+            async with http.get(f"{base}/readyz") as resp:
+                ready = resp.status
+    config = app.engine.model_config(("lab", "triton-0", "cfg_m"))
+    assert config is not None
+    assert ready == 200
+    assert config.instance_count == 2 and config.has_warmup is True
