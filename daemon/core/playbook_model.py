@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import yaml
@@ -196,6 +196,7 @@ class LocatedDocument:
     data: Any
     marks: dict[Loc, tuple[int, int]]
     source: str
+    key_marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
 
     def where(self, loc: Loc) -> str:
         """Return ``file:line:col`` of the deepest known node on ``loc``."""
@@ -204,6 +205,15 @@ class LocatedDocument:
             if mark is not None:
                 return f"{self.source}:{mark[0]}:{mark[1]}"
         return f"{self.source}:1:1"
+
+    def where_key(self, loc: Loc) -> str:
+        """Return ``file:line:col`` of the key that names ``loc`` (for unknown fields)."""
+        mark = self.key_marks.get(tuple(loc))
+        return f"{self.source}:{mark[0]}:{mark[1]}" if mark else self.where(loc)
+
+    def where_error(self, loc: Loc, kind: str) -> str:
+        """Return the position to blame for a validation error of type ``kind`` at ``loc``."""
+        return self.where_key(loc) if kind == "extra_forbidden" else self.where(loc)
 
 
 class _Loader(yaml.SafeLoader):
@@ -228,6 +238,10 @@ def _convert(node: yaml.Node, loc: Loc, doc: LocatedDocument, loader: _Loader) -
                     f"{doc.source}:{key_node.start_mark.line + 1}:{key_node.start_mark.column + 1}"
                 )
                 raise PlaybookError([f"{where}: duplicate key {skey!r}; keep only one"])
+            doc.key_marks[(*loc, skey)] = (
+                key_node.start_mark.line + 1,
+                key_node.start_mark.column + 1,
+            )
             out[skey] = _convert(value_node, (*loc, skey), doc, loader)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -279,7 +293,10 @@ def describe_error(err: ErrorDetails) -> str:
 
 
 def _errors(doc: LocatedDocument, exc: ValidationError, prefix: Loc = ()) -> list[str]:
-    return [f"{doc.where((*prefix, *e['loc']))}: {describe_error(e)}" for e in exc.errors()]
+    return [
+        f"{doc.where_error((*prefix, *e['loc']), e['type'])}: {describe_error(e)}"
+        for e in exc.errors()
+    ]
 
 
 ParamsCatalog = Mapping[str, type[BaseModel]]
@@ -319,7 +336,7 @@ def check_params(
             eloc = tuple(e["loc"])
             if any(eloc[: len(p)] == p for p in paths):
                 continue
-            problems.append(f"{doc.where((*ploc, *eloc))}: {describe_error(e)}")
+            problems.append(f"{doc.where_error((*ploc, *eloc), e['type'])}: {describe_error(e)}")
     return problems
 
 

@@ -136,7 +136,10 @@ def parse_test_file(text: str, source: str) -> TestFile:
         parsed = TestFile.model_validate(doc.data)
     except ValidationError as exc:
         raise PlaybookError(
-            [f"{doc.where(tuple(e['loc']))}: {describe_error(e)}" for e in exc.errors()]
+            [
+                f"{doc.where_error(tuple(e['loc']), e['type'])}: {describe_error(e)}"
+                for e in exc.errors()
+            ]
         ) from None
     _check_series(doc, parsed)
     return parsed
