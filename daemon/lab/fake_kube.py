@@ -1717,32 +1717,35 @@ class FakeKube:
             )
             await send("ERROR", gone.status())
             return resp
-        for obj in initial:
-            await send("ADDED", obj)
-        while not self._closing:
-            changed = self._changed
-            with self._lock:
-                todo = [c for c in self._log if c.rv > last and c.key == rtype.key]
-            for change in todo:
-                last = change.rv
-                now_match = match(change.obj)
-                was_match = change.old is not None and match(change.old)
-                if change.type == "DELETED":
-                    if was_match:
+        try:
+            for obj in initial:
+                await send("ADDED", obj)
+            while not self._closing:
+                changed = self._changed
+                with self._lock:
+                    todo = [c for c in self._log if c.rv > last and c.key == rtype.key]
+                for change in todo:
+                    last = change.rv
+                    now_match = match(change.obj)
+                    was_match = change.old is not None and match(change.old)
+                    if change.type == "DELETED":
+                        if was_match:
+                            await send("DELETED", change.obj)
+                    elif now_match:
+                        await send(
+                            "ADDED" if change.type == "ADDED" or not was_match else "MODIFIED",
+                            change.obj,
+                        )
+                    elif was_match:
+                        # The object left the selection: watchers see it go away.
                         await send("DELETED", change.obj)
-                elif now_match:
-                    await send(
-                        "ADDED" if change.type == "ADDED" or not was_match else "MODIFIED",
-                        change.obj,
-                    )
-                elif was_match:
-                    # The object left the selection: watchers see it go away.
-                    await send("DELETED", change.obj)
-            left = deadline - time.monotonic()
-            if left <= 0 or changed is None:
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=left)
+                left = deadline - time.monotonic()
+                if left <= 0 or changed is None:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=left)
+        except ConnectionError:
+            return resp  # the watcher went away (kubectl killed, client closed)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
         return resp

@@ -332,3 +332,89 @@ async def test_from_environment_reads_a_kubeconfig_or_says_what_is_wrong(
     assert err.value.kind == "config"
     assert "\n" not in str(err.value)
     assert "missing" in str(err.value)
+
+
+async def test_fake_rejects_stale_resource_versions_with_409(
+    kube: KubernetesClient, fake_kube: FakeKube
+) -> None:
+    """A PUT of the scale subresource or the Deployment with an old resourceVersion is 409."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(kube.api_client)
+    scale = await asyncio.to_thread(apps.read_namespaced_deployment_scale, "triton", NS)
+    await kube.set_scale("Deployment", NS, "triton", 3)  # bumps the resourceVersion
+    scale.spec.replicas = 5
+    with pytest.raises(client.ApiException) as stale:
+        await asyncio.to_thread(apps.replace_namespaced_deployment_scale, "triton", NS, scale)
+    assert stale.value.status == 409
+    assert "the object has been modified" in str(stale.value.body)
+    fresh = await asyncio.to_thread(apps.read_namespaced_deployment_scale, "triton", NS)
+    fresh.spec.replicas = 5
+    done = await asyncio.to_thread(apps.replace_namespaced_deployment_scale, "triton", NS, fresh)
+    assert done.spec.replicas == 5
+    assert int(done.metadata.resource_version) > int(fresh.metadata.resource_version)
+    deployment = await asyncio.to_thread(apps.read_namespaced_deployment, "triton", NS)
+    deployment.metadata.resource_version = fresh.metadata.resource_version
+    with pytest.raises(client.ApiException) as stale_deployment:
+        await asyncio.to_thread(apps.replace_namespaced_deployment, "triton", NS, deployment)
+    assert stale_deployment.value.status == 409
+
+
+async def test_fake_applies_each_patch_content_type(
+    kube: KubernetesClient, fake_kube: FakeKube
+) -> None:
+    """JSON patch lists apply; dicts (which the client always sends as strategic merge) too."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(kube.api_client)
+    ops = [{"op": "replace", "path": "/spec/replicas", "value": 1}]
+    await asyncio.to_thread(apps.patch_namespaced_deployment, "triton", NS, ops)
+    assert fake_kube.replicas("Deployment", NS, "triton") == 1
+    assert fake_kube.requests[-1].content_type == "application/json-patch+json"
+    await asyncio.to_thread(
+        apps.patch_namespaced_deployment, "triton", NS, {"spec": {"replicas": 2}}
+    )
+    assert fake_kube.replicas("Deployment", NS, "triton") == 2
+    assert fake_kube.requests[-1].content_type == "application/strategic-merge-patch+json"
+
+
+async def test_fake_watch_honours_timeout_seconds_and_selector_exits(
+    kube: KubernetesClient, fake_kube: FakeKube
+) -> None:
+    """A watch from a resourceVersion ends after timeoutSeconds; a relabelled pod is DELETED."""
+    import json
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube.api_client)
+    pods = await asyncio.to_thread(core.list_namespaced_pod, NS, label_selector="app=triton")
+    victim = pods.items[0].metadata.name
+
+    def watch() -> list[tuple[str, str]]:
+        resp = core.list_namespaced_pod(
+            NS,
+            label_selector="app=triton",
+            watch=True,
+            resource_version=pods.metadata.resource_version,
+            timeout_seconds=1,
+            _preload_content=False,
+        )
+        return [
+            (e["type"], e["object"]["metadata"]["name"])
+            for e in map(json.loads, resp.read().decode().splitlines())
+        ]
+
+    started = time.monotonic()
+    watching = asyncio.ensure_future(asyncio.to_thread(watch))
+    await asyncio.sleep(0.2)
+    await asyncio.to_thread(
+        core.patch_namespaced_pod,
+        victim,
+        NS,
+        {"metadata": {"labels": {"app": "quarantined"}}},
+        _content_type="application/merge-patch+json",
+    )
+    seen = await asyncio.wait_for(watching, 5)
+    assert 0.9 < time.monotonic() - started < 3
+    assert ("DELETED", victim) in seen
+    assert all(kind != "ADDED" or name != victim for kind, name in seen)
