@@ -19,9 +19,6 @@ from tests.fixtures_prometheus import (
     closed_port_url,
 )
 
-# The fixture module is a plugin so its fixtures (prometheus_factory) are found.
-pytest_plugins = ["tests.fixtures_prometheus"]
-
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
 
 
