@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.lab.fake_kube import FakeKube
-from tests.fixtures_fakes import fake_kube_thread
 
-__all__ = ["fake_kube_thread"]
 
 NS = "ml"
 

@@ -10,9 +10,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from daemon.lab.fake_slack import FakeSlack
-from tests.fixtures_fakes import fake_slack
-
-__all__ = ["fake_slack"]
 
 
 def _client(server: FakeSlack, token: str | None = None) -> AsyncWebClient:

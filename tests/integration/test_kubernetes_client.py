@@ -16,9 +16,7 @@ import pytest
 
 from daemon.clients.kubernetes_api import KubernetesClient, KubernetesError, PodEvent
 from daemon.lab.fake_kube import FakeKube
-from tests.fixtures_fakes import fake_kube
 
-__all__ = ["fake_kube"]
 
 NS = "ml"
 

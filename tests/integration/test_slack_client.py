@@ -16,9 +16,6 @@ from daemon.clients.slack_api import (
     truncate,
 )
 from daemon.lab.fake_slack import FakeSlack, validate_blocks
-from tests.fixtures_fakes import fake_slack
-
-__all__ = ["fake_slack"]
 
 
 def _notifier(server: FakeSlack, **kwargs: object) -> SlackNotifier:
