@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from daemon import __version__
-from daemon.cli import cmd_diagnose, cmd_replay
+from daemon.cli import cmd_diagnose, cmd_replay, cmd_run
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cmd_replay.register(sub)
     cmd_diagnose.register(sub)
+    cmd_run.register(sub)
     return parser
 
 
