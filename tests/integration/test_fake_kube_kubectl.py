@@ -14,7 +14,6 @@ import pytest
 
 from daemon.lab.fake_kube import FakeKube
 
-
 NS = "ml"
 
 

@@ -17,7 +17,6 @@ import pytest
 from daemon.clients.kubernetes_api import KubernetesClient, KubernetesError, PodEvent
 from daemon.lab.fake_kube import FakeKube
 
-
 NS = "ml"
 
 
@@ -28,6 +27,7 @@ class FakeClock:
         self.now = 1000.0
 
     def __call__(self) -> float:
+        """Return the current fake time in seconds."""
         return self.now
 
 
