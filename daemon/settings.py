@@ -12,6 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+
+from daemon.core.thresholds import Thresholds
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -140,6 +142,9 @@ class Settings(BaseSettings):
     log_level: str = "info"
     slack: SlackSettings = Field(default_factory=SlackSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
+    thresholds: Thresholds = Field(
+        default_factory=Thresholds, description="Engine thresholds (daemon/core/thresholds.py)."
+    )
 
     @field_validator("prometheus_url")
     @classmethod

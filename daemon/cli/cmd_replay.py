@@ -81,15 +81,12 @@ def run(args: argparse.Namespace) -> int:
 def _engine_config(path: str | None) -> EngineConfig:
     if not path:
         return EngineConfig()
-    from daemon.core.thresholds import Thresholds  # noqa: PLC0415 - only when overriding
-    from daemon.settings import SettingsError, load_engine_thresholds  # noqa: PLC0415
+    from daemon.settings import SettingsError, load_settings  # noqa: PLC0415 - only when overriding
 
     try:
-        return EngineConfig(thresholds=load_engine_thresholds(Path(path)))
+        return EngineConfig(thresholds=load_settings(Path(path)).thresholds)
     except SettingsError as exc:
         raise ValueError(str(exc)) from None
-    except TypeError:
-        return EngineConfig(thresholds=Thresholds())
 
 
 def _planner(directory: str | None) -> Planner | None:

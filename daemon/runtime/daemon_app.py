@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from daemon.clients.metrics_scraper import MetricsScraper
 from daemon.clients.prometheus_query import PrometheusQueryClient
 from daemon.clients.triton_api import TritonClient, TritonError
-from daemon.core.engine import Engine
+from daemon.core.engine import Engine, EngineConfig
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.metric_names import is_consumed
 from daemon.core.samples import label
@@ -65,7 +65,7 @@ class DaemonApp:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.engine = engine or Engine()
+        self.engine = engine or Engine(EngineConfig(thresholds=settings.thresholds))
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.metrics = SelfMetrics(self.registry)
         self.clock = clock

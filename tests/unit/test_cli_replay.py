@@ -108,3 +108,20 @@ def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """A path that does not exist is bad input, not a crash."""
     assert main(["replay", "/nonexistent/trace.om.gz"]) == 2
     assert "cannot read trace" in capsys.readouterr().err
+
+
+def test_threshold_overrides_change_the_diagnosis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config file raising the open threshold above any confidence silences the engine."""
+    cfg = tmp_path / "tg.yaml"
+    cfg.write_text("thresholds:\n  open_confidence: 0.99\n")
+    assert main(["replay", str(_trace(tmp_path)), "--format", "json", "--config", str(cfg)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_unknown_threshold_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in a threshold name is an error naming the file, not silently ignored."""
+    cfg = tmp_path / "tg.yaml"
+    cfg.write_text("thresholds:\n  open_confidense: 0.99\n")
+    assert main(["replay", str(_trace(tmp_path)), "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "tg.yaml" in err and "open_confidense" in err
