@@ -14,7 +14,7 @@ from daemon.clients.triton_api import TritonClient, TritonError
 from daemon.core.findings import Fix, IncidentEvent, Subject
 from daemon.core.guards import GuardSettings
 from daemon.core.playbook_model import Playbook, load_playbooks_text
-from daemon.lab.repository import DynamicBatching, ModelSpec, write_model
+from daemon.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
 from daemon.lab.triton_server import TritonServer
 from daemon.runtime.audit_store import AuditStore
 from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
@@ -33,6 +33,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         write_model(
             repo, ModelSpec(name=name, dynamic_batching=DynamicBatching(max_queue_delay_us=20000))
         )
+    write_model(
+        repo,
+        ModelSpec(
+            name="slowq",
+            dynamic_batching=DynamicBatching(max_queue_delay_us=50000),
+            behaviour=Behaviour(accel_ms=2.0),
+        ),
+    )
     with TritonServer(repo, access_token=TOKEN) as srv:
         yield srv
 
@@ -286,3 +294,56 @@ async def test_cooldown_and_budget_hold_across_a_restart(
     assert [r["status"] for r in await second.handle(event("batchy"))] == ["ran"]
     third = await second.handle(event("shed"))
     assert [(r["status"], r.get("guard")) for r in third] == [("skipped", "budget")]
+
+
+async def mean_queue_us(triton: TritonClient, model: str, requests: int) -> float:
+    """Send requests one at a time (batches never fill) and return Triton's mean queue time."""
+
+    def queue(stats: dict[str, Any]) -> tuple[int, int]:
+        q = stats["model_stats"][0]["inference_stats"]["queue"]
+        return int(q["count"]), int(q["ns"])
+
+    inputs = [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": [0.0] * 16}]
+    before = queue(await triton.model_stats(model))
+    for _ in range(requests):
+        await triton.infer(model, inputs, binary_outputs=["OUTPUT0"])
+    after = queue(await triton.model_stats(model))
+    return (after[1] - before[1]) / 1000 / max(1, after[0] - before[0])
+
+
+async def test_lowering_the_batch_delay_cuts_real_queue_time_and_verify_passes(
+    triton: TritonClient,
+) -> None:
+    """On a real server at low traffic, queue time falls from ≈ the delay to ≈ 0 after the fix.
+
+    The verify step's wait is when traffic flows: it sends requests and measures Triton's own
+    queue statistics, which stand in for the engine's feature of the same name.
+    """
+    before_us = await mean_queue_us(triton, "slowq", 10)
+    assert before_us > 40_000  # every request waits out max_queue_delay (50 ms)
+    measured: dict[str, float] = {}
+
+    async def traffic_during_wait(seconds: float) -> None:
+        measured["mean_queue_us"] = await mean_queue_us(triton, "slowq", 10)
+
+    text = LOWER_DELAY.replace("lower-delay", "slowq") + (
+        "verify: {wait: 5s, checks: [{feature: mean_queue_us, below: 5000}]}\n"
+    )
+    disp = Dispatcher(
+        [book(text)],
+        AuditStore(),
+        settings=GuardSettings(dry_run=False),
+        env=DispatchEnv(
+            triton_for=lambda s: triton,
+            feature_value=lambda s, name, t: measured.get(name),
+            sleep=traffic_during_wait,
+            clock=lambda: 1000.0,
+        ),
+    )
+    records = await disp.handle(event("slowq"))
+    assert [(r["action"], r["status"]) for r in records] == [
+        ("triton.update_config", "ran"),
+        ("verify", "ran"),
+    ]
+    assert measured["mean_queue_us"] < before_us / 10
+    print(f"mean queue time: {before_us:.0f} us before, {measured['mean_queue_us']:.0f} us after")
