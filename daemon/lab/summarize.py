@@ -83,7 +83,12 @@ def window(series: Series, model: str, lo: float, hi: float, start: float) -> Wi
         return sum(increase(p, lo, hi, start) for p in _select(series, name, **match))
 
     def gauge(name: str, how: str = "mean", **match: str) -> float:
-        values = [v for p in _select(series, name, **match) for t, v in p if lo <= t <= hi]
+        values = [
+            v
+            for p in _select(series, name, **match)
+            for t, v in p
+            if lo <= t <= hi and not math.isnan(v)
+        ]
         if not values:
             return float("nan")
         return max(values) if how == "max" else sum(values) / len(values)

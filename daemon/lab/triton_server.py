@@ -6,6 +6,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,6 +99,8 @@ class TritonServer:
         self.ready_timeout_s = ready_timeout_s
         self.extra_args = extra_args
         self._workdir = Path(tempfile.mkdtemp(prefix="tritonguard-lab-"))
+        # The work dir only holds backend links, and the log unless the caller placed it.
+        self._keep_workdir = log_path is None
         self.log_path = log_path or self._workdir / "tritonserver.log"
         self.http_port = 0
         self.metrics_port = 0
@@ -243,6 +246,8 @@ class TritonServer:
         if self._finalizer is not None:
             self._finalizer.detach()
         _LIVE.discard(self)
+        if not self._keep_workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> TritonServer:
         return self.start()

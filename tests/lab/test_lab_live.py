@@ -51,7 +51,7 @@ def test_server_starts_ready_and_stops_without_leftovers(tmp_path: Path) -> None
         assert _group_alive(pid)  # tritonserver and its python stub
     assert server.pid is None
     assert not _group_alive(pid)
-    assert "model_repository_manager" in server.log_path.read_text()
+    assert "successfully loaded 'm'" in server.log_path.read_text()
 
 
 async def test_accelerator_time_shows_in_compute_infer(tmp_path: Path) -> None:
