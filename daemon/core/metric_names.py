@@ -17,6 +17,8 @@ TRITON_COUNTERS: frozenset[str] = frozenset(
         "nv_inference_compute_output_duration_us",
         "nv_cache_num_hits_per_model",
         "nv_cache_num_misses_per_model",
+        # ingress-nginx's request counter has no `_total` suffix either.
+        "nginx_ingress_controller_requests",
     }
 )
 

@@ -40,8 +40,6 @@ class Series:
         """Append a point; out-of-order or duplicate timestamps are ignored."""
         if self.times and t <= self.times[-1]:
             return
-        if math.isnan(raw):  # NaN carries no information for windows; skip it, never sum it
-            return
         if not self.times:
             self.first_seen = t
             self.first_raw = raw
@@ -79,7 +77,11 @@ class Series:
         if j < 1:
             return None
         # Anchor on the newest point at or before `start`, so consecutive windows tile exactly.
-        i = max(self.at_or_before(start), 0)
+        i = self.at_or_before(start)
+        if i < 0 and self.born is not None:
+            # Born inside the window: it was zero before birth, so its increase spans the window.
+            return self.values[j] - self.values[0], self.times[j] - start
+        i = max(i, 0)
         if i >= j:
             return None
         return self.values[j] - self.values[i], self.times[j] - self.times[i]
@@ -113,7 +115,8 @@ class SeriesStore:
 
     def add(self, sample: Sample, now: float) -> None:
         """Add one sample; a sample without timestamp is taken at ``now``."""
-        if not is_consumed(sample.name):
+        if not is_consumed(sample.name) or math.isnan(sample.value):
+            # NaN (e.g. a summary quantile with no observations yet) is no information.
             return
         t = now if sample.timestamp is None else sample.timestamp
         key = (sample.name, sample.labels)

@@ -58,7 +58,8 @@ def test_counter_born_mid_stream_starts_from_zero() -> None:
     store.add(Sample("nv_inference_request_success", L, 40.0, 15.0), 15.0)
     born = next(s for s in store.family("nv_inference_request_success") if s.labels == L)
     assert born.born == 10.0
-    assert born.delta(0, 15) == (40.0, 5.0)
+    assert born.delta(0, 15) == (40.0, 15.0)  # zero before birth: the increase spans the window
+    assert born.delta(10, 15) == (40.0, 5.0)
 
 
 def test_unconsumed_families_are_not_stored() -> None:
@@ -83,3 +84,11 @@ def test_model_features_sum_across_pods() -> None:
     assert engine.feature_value(Subject("prod", "resnet", "a"), "request_rate", now) == 10.0
     assert engine.feature_value(Subject("prod", "resnet", "b"), "request_rate", now) == 30.0
     assert engine.feature_value(Subject("prod", "resnet", ""), "request_rate", now) == 40.0
+
+
+def test_nan_samples_are_ignored() -> None:
+    """A NaN quantile (no observations yet) neither creates an empty series nor breaks expiry."""
+    store = SeriesStore()
+    store.add(Sample("nv_inference_request_summary_us", L + (("quantile", "0.99"),), float("nan"), 0.0), 0.0)
+    assert len(store) == 0
+    assert store.expire(1000.0) == 0
