@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -16,10 +15,9 @@ from rich.console import Console
 from daemon.core.engine import Engine, EngineConfig
 from daemon.core.findings import IncidentEvent
 from daemon.core.replay import drive
+from daemon.runtime.dispatcher import DryRunPlanner
 from daemon.sources.replay import TraceError, load_trace
 
-# Plans what playbooks would do for an event (dry-run); replay stays usable without playbooks.
-Planner = Callable[[IncidentEvent], list[dict[str, object]]]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
         for t, events in drive(engine, samples, eval_interval_s=args.eval_interval):
             first_t = t if first_t is None else first_t
             last_t = t
+            if planner is not None:
+                for ev in events:
+                    ev.actions = list(planner.plan(ev))
+                events.extend(_due_actions(engine, planner, t, {e.incident_id for e in events}))
             for ev in events:
-                if planner is not None:
-                    ev.actions = planner(ev)
                 count += 1
                 if args.format == "json":
                     out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")
@@ -89,12 +89,25 @@ def _engine_config(path: str | None) -> EngineConfig:
         raise ValueError(str(exc)) from None
 
 
-def _planner(directory: str | None) -> Planner | None:
+def _due_actions(
+    engine: Engine, planner: DryRunPlanner, now: float, reported: set[str]
+) -> list[IncidentEvent]:
+    """Playbooks that became due (held_for) between transitions show as an 'updated' line."""
+    due = planner.tick(now)
+    out = []
+    for inc in engine.open_incidents():
+        records = due.get(inc.incident_id)
+        if records and inc.incident_id not in reported:
+            inc.at = now
+            inc.actions = list(records)
+            out.append(inc)
+    return out
+
+
+def _planner(directory: str | None) -> DryRunPlanner | None:
     if not directory:
         return None
-    from daemon.runtime.dispatcher import dry_run_planner  # noqa: PLC0415 - playbooks are optional
-
-    return dry_run_planner(Path(directory))
+    return DryRunPlanner(Path(directory))
 
 
 def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:

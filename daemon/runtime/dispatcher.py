@@ -587,18 +587,30 @@ def load_playbook_files(paths: list[Path]) -> list[Playbook]:
     return books
 
 
-def dry_run_planner(directory: Path) -> Callable[[IncidentEvent], list[Record]]:
-    """Return a synchronous planner for replay: what the playbooks would do for each event.
+class DryRunPlanner:
+    """Synchronous dry-run planning for replay: what the playbooks would do, and when."""
 
-    Raises PlaybookError (a ValueError) when the playbooks do not load.
-    """
-    books = load_playbook_files([directory])
-    disp = Dispatcher(books, AuditStore(), settings=GuardSettings(dry_run=True))
-    loop = asyncio.new_event_loop()
+    def __init__(self, directory: Path) -> None:
+        """Load the playbooks; raises PlaybookError (a ValueError) when they do not load."""
+        books = load_playbook_files([directory])
+        self._disp = Dispatcher(books, AuditStore(), settings=GuardSettings(dry_run=True))
+        self._loop = asyncio.new_event_loop()
 
-    def plan(event: IncidentEvent) -> list[Record]:
-        records = loop.run_until_complete(disp.handle(event, event.at))
-        late = loop.run_until_complete(disp.tick(event.at))
+    def plan(self, event: IncidentEvent) -> list[Record]:
+        """Records for one incident transition (steps due now, or skipped and why)."""
+        records = self._loop.run_until_complete(self._disp.handle(event, event.at))
+        late = self._loop.run_until_complete(self._disp.tick(event.at))
         return records + late.get(event.incident_id, [])
 
-    return plan
+    def tick(self, now: float) -> dict[str, list[Record]]:
+        """Records of playbooks that became due at ``now`` (``held_for``), by incident id."""
+        return self._loop.run_until_complete(self._disp.tick(now))
+
+    def close(self) -> None:
+        """Release the private event loop."""
+        self._loop.close()
+
+
+def dry_run_planner(directory: Path) -> DryRunPlanner:
+    """Return a dry-run planner over the playbooks in ``directory``."""
+    return DryRunPlanner(directory)
