@@ -18,7 +18,7 @@ START = 1_700_000_000.0
 
 
 def build_trace(scrapes: int = 150, interval: float = 2.0) -> tuple[str, float]:
-    """A trace of the real 50-model capture scraped every ``interval`` s, counters advancing.
+    """Build a trace of the real 50-model capture scraped every ``interval`` s, counters advancing.
 
     Returns the OpenMetrics text and the trace's span in seconds.
     """
@@ -42,7 +42,7 @@ def replay_text(text: str) -> int:
 
 
 def read_with_prometheus_client(text: str) -> int:
-    """The baseline: only reading the same trace with prometheus_client's parser."""
+    """Read the same trace with prometheus_client only: the baseline for the ratio."""
     return sum(len(f.samples) for f in text_string_to_metric_families(text))
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import timeit
-
 import time
+import timeit
 
 from benchmarks.bench_parser import CAPTURE, parse_ours, parse_prometheus_client
 from benchmarks.bench_replay import build_trace, read_with_prometheus_client, replay_text
@@ -57,8 +56,10 @@ def main() -> None:
     print(f"ours: {ours * 1e3:.2f} ms/parse, prometheus_client: {theirs * 1e3:.2f} ms/parse")
     print(f"parser speedup vs prometheus_client: {theirs / ours:.1f}x")
     replay, read, span = measure_replay(max(3, args.rounds // 3))
-    print(f"replay of {span:.0f} s of a 50-model trace (2 s scrapes): {replay:.2f} s, "
-          f"{span / replay:.0f} trace-seconds per wall-second")
+    print(
+        f"replay of {span:.0f} s of a 50-model trace (2 s scrapes): {replay:.2f} s, "
+        f"{span / replay:.0f} trace-seconds per wall-second"
+    )
     print(f"replay time / prometheus_client merely reading the trace: {replay / read:.2f}x")
 
 

@@ -1,3 +1,3 @@
-"""tritonguard: diagnoses Triton Inference Server tail-latency explosions and runs guarded playbooks."""
+"""tritonguard: explains Triton tail-latency explosions and runs guarded playbooks."""
 
 __version__ = "0.1.0"

@@ -12,8 +12,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-
-from daemon.core.thresholds import Thresholds
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -21,6 +19,8 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from daemon.core.thresholds import Thresholds
 
 CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
 ENV_PREFIX = "TRITONGUARD_"

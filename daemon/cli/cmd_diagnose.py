@@ -24,11 +24,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `diagnose` subcommand."""
     p = sub.add_parser("diagnose", help="one-shot live diagnosis of a Triton server")
     p.add_argument("url", help="Triton metrics URL (http://host:8002/metrics) or host:port")
-    p.add_argument("--duration", default="60s", help="how long to watch (e.g. 60s, 2m); default 60s")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="scrape every S seconds")
+    p.add_argument(
+        "--duration", default="60s", help="how long to watch (e.g. 60s, 2m); default 60s"
+    )
+    p.add_argument(
+        "--interval", type=float, default=2.0, metavar="S", help="scrape every S seconds"
+    )
     p.add_argument("--triton-url", help="HTTP API base (default: same host, port 8000)")
-    p.add_argument("--exporter", action="append", default=[], metavar="URL",
-                   help="extra /metrics endpoint (DCGM, cAdvisor, node-exporter); repeatable")
+    p.add_argument(
+        "--exporter",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="extra /metrics endpoint (DCGM, cAdvisor, node-exporter); repeatable",
+    )
     p.add_argument("--namespace", default="", help="namespace label for the target")
     p.add_argument("--pod", default="", help="pod label for the target")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -66,12 +75,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         duration = parse_duration(args.duration)
         metrics = _metrics_url(args.url)
-        targets = [TargetSettings(name="triton", metrics_url=metrics,
-                                  triton_url=args.triton_url or _api_url(metrics),
-                                  namespace=args.namespace, pod=args.pod)]
+        targets = [
+            TargetSettings(
+                name="triton",
+                metrics_url=metrics,
+                triton_url=args.triton_url or _api_url(metrics),
+                namespace=args.namespace,
+                pod=args.pod,
+            )
+        ]
         for i, url in enumerate(args.exporter):
-            targets.append(TargetSettings(name=f"exporter{i}", metrics_url=_metrics_url(url),
-                                          namespace=args.namespace, pod=args.pod, honor_labels=True))
+            targets.append(
+                TargetSettings(
+                    name=f"exporter{i}",
+                    metrics_url=_metrics_url(url),
+                    namespace=args.namespace,
+                    pod=args.pod,
+                    honor_labels=True,
+                )
+            )
     except ValueError as exc:
         print(f"tritonguard: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -81,8 +103,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"tritonguard: {exc}", file=sys.stderr)
         return 2
     if scrapes_ok == 0:
-        print(f"tritonguard: {metrics}: no successful scrape in {duration:.0f} s; is Triton's "
-              "metrics port reachable (--metrics-port, --allow-metrics)?", file=sys.stderr)
+        print(
+            f"tritonguard: {metrics}: no successful scrape in {duration:.0f} s; is Triton's "
+            "metrics port reachable (--metrics-port, --allow-metrics)?",
+            file=sys.stderr,
+        )
         return 2
     if args.format == "json":
         report = [_diag_json(d) for d in engine.last_diagnoses.values()]
@@ -96,7 +121,9 @@ async def _watch(
     targets: list[TargetSettings], duration: float, interval: float
 ) -> tuple[Engine, list[IncidentEvent], int]:
     engine = Engine()
-    source = ScrapeSource(targets, MetricsScraper(timeout_s=min(5.0, interval * 2)), interval_s=interval)
+    source = ScrapeSource(
+        targets, MetricsScraper(timeout_s=min(5.0, interval * 2)), interval_s=interval
+    )
     triton = targets[0]
     client = TritonClient(triton.triton_url or "", timeout_s=3.0) if triton.triton_url else None
     seen: set[str] = set()
@@ -122,10 +149,16 @@ async def _watch(
     return engine, events, ok
 
 
-async def _learn_configs(engine: Engine, client: TritonClient, seen: set[str], t: TargetSettings) -> None:
+async def _learn_configs(
+    engine: Engine, client: TritonClient, seen: set[str], t: TargetSettings
+) -> None:
     models = {s.model for s in (subj.subject for subj in engine.last_diagnoses.values())}
-    models |= {v for s in engine.store.family("nv_inference_request_success")
-               for k, v in s.labels if k == "model"}
+    models |= {
+        v
+        for s in engine.store.family("nv_inference_request_success")
+        for k, v in s.labels
+        if k == "model"
+    }
     for model in sorted(models - seen):
         seen.add(model)
         try:
@@ -141,8 +174,19 @@ def _ms(v: float | None) -> str:
 
 def _print_report(console: Console, engine: Engine, events: list[IncidentEvent]) -> None:
     table = Table(title="Where request time goes (current window)")
-    for col in ("model", "req/s", "mean ms", "p99 ms", "queue ms", "queue %", "input ms",
-                "infer ms", "output ms", "batch", "busy inst."):
+    for col in (
+        "model",
+        "req/s",
+        "mean ms",
+        "p99 ms",
+        "queue ms",
+        "queue %",
+        "input ms",
+        "infer ms",
+        "output ms",
+        "batch",
+        "busy inst.",
+    ):
         table.add_column(col, justify="right" if col != "model" else "left")
     diags = sorted(engine.last_diagnoses.values(), key=lambda d: d.subject.key())
     for d in diags:
@@ -150,9 +194,13 @@ def _print_report(console: Console, engine: Engine, events: list[IncidentEvent])
         table.add_row(
             d.subject.model,
             "—" if f.request_rate is None else f"{f.request_rate:.1f}",
-            _ms(f.mean_latency_us), _ms(f.p99_us), _ms(f.mean_queue_us),
+            _ms(f.mean_latency_us),
+            _ms(f.p99_us),
+            _ms(f.mean_queue_us),
             "—" if f.queue_share is None else f"{f.queue_share:.0%}",
-            _ms(f.compute_input_us), _ms(f.compute_infer_us), _ms(f.compute_output_us),
+            _ms(f.compute_input_us),
+            _ms(f.compute_infer_us),
+            _ms(f.compute_output_us),
             "—" if f.avg_batch is None else f"{f.avg_batch:.1f}",
             "—" if f.busy_instances is None else f"{f.busy_instances:.2f}",
         )
@@ -161,13 +209,19 @@ def _print_report(console: Console, engine: Engine, events: list[IncidentEvent])
         console.print("No model served requests while watching; send traffic and diagnose again.")
     for d in diags:
         if d.symptom_reasons:
-            console.print(f"[bold]{d.subject.model}[/bold]: latency is up — {', '.join(d.symptom_reasons)}")
+            console.print(
+                f"[bold]{d.subject.model}[/bold]: latency is up — {', '.join(d.symptom_reasons)}"
+            )
         if d.baseline is None:
-            console.print(f"[dim]{d.subject.model}: no healthy baseline yet; findings rely on SLOs and "
-                          "absolute signs (watch longer for a baseline).[/dim]")
+            console.print(
+                f"[dim]{d.subject.model}: no healthy baseline yet; findings rely on SLOs and "
+                "absolute signs (watch longer for a baseline).[/dim]"
+            )
         for finding in sorted(d.findings, key=lambda x: -x.confidence):
-            console.print(f"  [bold red]{finding.cause}[/bold red] (confidence {finding.confidence:.2f}): "
-                          f"{finding.summary}")
+            console.print(
+                f"  [bold red]{finding.cause}[/bold red] (confidence {finding.confidence:.2f}): "
+                f"{finding.summary}"
+            )
             console.print(f"    fix: {finding.fix.text}")
             if finding.fix.config_snippet:
                 console.print("    " + finding.fix.config_snippet.replace("\n", "\n    "))
@@ -181,12 +235,19 @@ def _print_report(console: Console, engine: Engine, events: list[IncidentEvent])
 
 def _diag_json(d: Diagnosis) -> dict[str, object]:
     return {
-        "namespace": d.subject.namespace, "pod": d.subject.pod, "model": d.subject.model,
+        "namespace": d.subject.namespace,
+        "pod": d.subject.pod,
+        "model": d.subject.model,
         "features": d.features.as_dict(),
         "symptom": list(d.symptom_reasons),
         "findings": [
-            {"cause": f.cause, "confidence": f.confidence, "summary": f.summary,
-             "fix": f.fix.as_dict(), "evidence": {k: v.as_dict() for k, v in f.evidence.items()}}
+            {
+                "cause": f.cause,
+                "confidence": f.confidence,
+                "summary": f.summary,
+                "fix": f.fix.as_dict(),
+                "evidence": {k: v.as_dict() for k, v in f.evidence.items()},
+            }
             for f in d.findings
         ],
     }

@@ -19,15 +19,21 @@ from daemon.runtime.dispatcher import DryRunPlanner
 from daemon.sources.replay import TraceError, load_trace
 
 
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `replay` subcommand."""
-    p = sub.add_parser("replay", help="diagnose a recorded trace (JSON Lines or a readable timeline)")
+    p = sub.add_parser(
+        "replay", help="diagnose a recorded trace (JSON Lines or a readable timeline)"
+    )
     p.add_argument("trace", help="OpenMetrics trace with timestamps (.om or .om.gz)")
     p.add_argument("--playbooks", metavar="DIR", help="plan these playbooks' actions (dry-run)")
     p.add_argument("--format", choices=("json", "text"), default="text")
-    p.add_argument("--eval-interval", type=float, default=5.0, metavar="S",
-                   help="evaluate at most every S seconds of trace time (default 5)")
+    p.add_argument(
+        "--eval-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="evaluate at most every S seconds of trace time (default 5)",
+    )
     p.add_argument("--config", metavar="FILE", help="engine thresholds override (YAML/TOML)")
     p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
     p.set_defaults(handler=run)
@@ -121,8 +127,11 @@ def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
     )
     console.print(f"    {ev.summary}")
     if ev.event == "opened":
-        key = [f"{k}={v.value:.3g}{v.unit if v.unit in ('ms', 's') else ''}"
-               for k, v in list(ev.evidence.items())[:8] if v.value is not None]
+        key = [
+            f"{k}={v.value:.3g}{v.unit if v.unit in ('ms', 's') else ''}"
+            for k, v in list(ev.evidence.items())[:8]
+            if v.value is not None
+        ]
         console.print(f"    [dim]evidence: {', '.join(key)}[/dim]")
         console.print(f"    fix: {ev.fix.text}")
         if ev.secondary:

@@ -13,10 +13,10 @@ EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every subcommand registered."""
+    """Build the argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="tritonguard",
-        description="Diagnose Triton Inference Server tail-latency explosions; run guarded playbooks.",
+        description="Diagnose Triton tail-latency explosions; run guarded playbooks.",
     )
     parser.add_argument("--version", action="version", version=f"tritonguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,1 +1,1 @@
-"""Clients: the only modules that import network SDKs (aiohttp, kubernetes, slack_sdk, prometheus_api_client)."""
+"""Clients: the only modules importing network SDKs (aiohttp, kubernetes, slack_sdk, PromQL)."""

@@ -1,1 +1,1 @@
-"""Pure core: parsing, series store, features, signatures, incidents and the playbook model (no I/O)."""
+"""Pure core: parsing, series store, features, signatures, incidents, playbook model; no I/O."""

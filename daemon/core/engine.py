@@ -105,7 +105,7 @@ class Engine:
         self._configs[(subject.namespace, "", subject.model)] = parsed
 
     def model_config(self, key: SubjectKey) -> ModelConfig | None:
-        """The most specific known config for a subject."""
+        """Return the most specific known config for a subject."""
         ns, pod, model = key
         for k in ((ns, pod, model), (ns, "", model), ("", "", model)):
             if k in self._configs:
@@ -121,7 +121,7 @@ class Engine:
         return (subject.namespace, subject.pod, subject.model)
 
     def features(self, subject: Subject, now: float) -> FeatureSet | None:
-        """Current features of a subject (pod "" = the model across its pods); None if unknown."""
+        """Return a subject's current features (pod "" = the model across pods); None if unknown."""
         reader = FeatureReader(self.store, self.t, now)
         key = self._key(subject)
         if key not in reader.subjects() and key not in reader.model_subjects():

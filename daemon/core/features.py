@@ -268,13 +268,13 @@ class FeatureReader:
             f.failure_backend = by["backend"] if by["backend"] is not None else zero
             f.failure_other = by["other"] if by["other"] is not None else zero
 
-        self._pod_signals(f, ns, pod, start, end, max_age)
+        self._pod_signals(f, ns, pod, start=start, end=end, max_age=max_age)
         load = self.series("nv_model_load_duration_secs", key)
         f.load_duration_s = self.latest_max(load, max_age)
         return f
 
     def _pod_signals(
-        self, f: FeatureSet, ns: str, pod: str, start: float, end: float, max_age: float
+        self, f: FeatureSet, ns: str, pod: str, *, start: float, end: float, max_age: float
     ) -> None:
         dcgm = self.pod_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
         if dcgm:

@@ -45,7 +45,7 @@ class IncidentBook:
         self._state: dict[Subject, _SubjectState] = {}
 
     def open_incidents(self) -> list[IncidentEvent]:
-        """The incidents currently open, as 'updated'-style records."""
+        """Return the incidents open now, as 'updated'-style records."""
         out = []
         for subject, st in sorted(self._state.items(), key=lambda kv: kv[0].key()):
             if st.open is not None:
@@ -126,7 +126,7 @@ class IncidentBook:
         return max(held, key=_rank) if held else None
 
     def forget(self, subject: Subject, now: float) -> list[IncidentEvent]:
-        """The subject vanished for longer than retention: close its incident as gone."""
+        """Close the incident of a subject that vanished for longer than the retention."""
         st = self._state.pop(subject, None)
         if st is None or st.open is None:
             return []

@@ -56,7 +56,9 @@ CONSUMED_PREFIXES: tuple[str, ...] = (
 def is_counter(name: str) -> bool:
     """Return True when the series is a cumulative counter (rates, resets apply)."""
     # DCGM's PCIe fields are gauges of bytes per second, not counters, in dcgm-exporter.
-    return name in TRITON_COUNTERS or (name not in TRITON_GAUGES and name.endswith(COUNTER_SUFFIXES))
+    return name in TRITON_COUNTERS or (
+        name not in TRITON_GAUGES and name.endswith(COUNTER_SUFFIXES)
+    )
 
 
 def is_consumed(name: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from statistics import median
 
 from daemon.core.series_store import Series
@@ -53,7 +54,7 @@ def find_spikes(points: Sequence[tuple[float, float]], factor: float) -> Recurre
         inside = high
     period = cv = None
     if len(onsets) >= 3:
-        gaps = [b - a for a, b in zip(onsets, onsets[1:], strict=False)]
+        gaps = [b - a for a, b in pairwise(onsets)]
         period = median(gaps)
         if period > 0:
             spread = median(abs(g - period) for g in gaps)

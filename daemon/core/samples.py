@@ -26,7 +26,7 @@ def label(labels: Labels, name: str, default: str = "") -> str:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One sample of one series; ``timestamp`` is seconds since the epoch, None if the exposition had none."""
+    """One sample of one series; ``timestamp`` in epoch seconds, None if the exposition had none."""
 
     name: str
     labels: Labels

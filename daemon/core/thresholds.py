@@ -77,7 +77,8 @@ class Thresholds(BaseModel):
     hold_s: float = Field(10.0, description="A finding must hold this long before opening.")
     hold_evaluations: int = Field(2, description="...over at least this many evaluations.")
     hold_single_scrape_s: float = Field(
-        15.0, description="At scrape intervals this long one evaluation holds: its window spans 2 scrapes."
+        15.0,
+        description="At scrape intervals this long one evaluation holds: its window spans 2 scrapes.",
     )
     resolve_after_s: float = Field(45.0, description="Healthy this long before resolving.")
     resolve_after_scrapes: float = Field(3.0, description="...and at least this many scrapes.")

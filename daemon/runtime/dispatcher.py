@@ -597,13 +597,13 @@ class DryRunPlanner:
         self._loop = asyncio.new_event_loop()
 
     def plan(self, event: IncidentEvent) -> list[Record]:
-        """Records for one incident transition (steps due now, or skipped and why)."""
+        """Plan one incident transition: steps due now, or skipped and why."""
         records = self._loop.run_until_complete(self._disp.handle(event, event.at))
         late = self._loop.run_until_complete(self._disp.tick(event.at))
         return records + late.get(event.incident_id, [])
 
     def tick(self, now: float) -> dict[str, list[Record]]:
-        """Records of playbooks that became due at ``now`` (``held_for``), by incident id."""
+        """Plan playbooks that became due at ``now`` (``held_for``), by incident id."""
         return self._loop.run_until_complete(self._disp.tick(now))
 
     def close(self) -> None:

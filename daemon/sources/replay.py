@@ -30,7 +30,9 @@ def load_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> lis
     except OSError as exc:
         raise TraceError(f"{p}: cannot read trace: {exc.strerror or exc}") from None
     if not data.strip():
-        raise TraceError(f"{p}:1: empty trace; record one with the lab or export it from Prometheus")
+        raise TraceError(
+            f"{p}:1: empty trace; record one with the lab or export it from Prometheus"
+        )
     try:
         text = decode_payload(data, source=str(p))
         # A trace is OpenMetrics by contract: read as 0.0.4 its timestamps would be taken as

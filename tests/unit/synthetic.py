@@ -59,7 +59,11 @@ def gauge(values: Sequence[tuple[float, int]]) -> str:
 
 
 def triton_model(
-    phases: Sequence[Phase], *, interval: float, model: str = "resnet", pod: str = "triton-0",
+    phases: Sequence[Phase],
+    *,
+    interval: float,
+    model: str = "resnet",
+    pod: str = "triton-0",
     namespace: str = "prod",
 ) -> dict[str, str]:
     """Series for one model: Triton's counters and pending gauge, from per-phase behaviour."""
@@ -97,9 +101,15 @@ def triton_model(
         "nv_inference_compute_output_duration_us": "output",
     }
     series = {f"{name}{{{sel}}}": notation(counter(kind)) for name, kind in names.items()}
-    series[f'nv_inference_request_failure{{{sel},reason="CANCELED"}}'] = notation(counter("canceled"))
-    series[f'nv_inference_request_failure{{{sel},reason="REJECTED"}}'] = notation(counter("rejected"))
-    series[f"nv_inference_pending_request_count{{{sel}}}"] = gauge([(p.pending, p.n) for p in phases])
+    series[f'nv_inference_request_failure{{{sel},reason="CANCELED"}}'] = notation(
+        counter("canceled")
+    )
+    series[f'nv_inference_request_failure{{{sel},reason="REJECTED"}}'] = notation(
+        counter("rejected")
+    )
+    series[f"nv_inference_pending_request_count{{{sel}}}"] = gauge(
+        [(p.pending, p.n) for p in phases]
+    )
     return series
 
 
@@ -115,7 +125,10 @@ def samples_of(series: Mapping[str, str], *, interval: float, start: float = STA
 
 
 def run_engine(
-    series: Mapping[str, str], *, interval: float, config: EngineConfig | None = None,
+    series: Mapping[str, str],
+    *,
+    interval: float,
+    config: EngineConfig | None = None,
     configs: Mapping[str, Mapping[str, object]] | None = None,
 ) -> list[IncidentEvent]:
     """Replay the series through a fresh engine and return every incident transition."""

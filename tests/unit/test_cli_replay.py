@@ -17,7 +17,8 @@ IV = 5.0
 
 def _trace(tmp_path: Path, gz: bool = True) -> Path:
     series = triton_model(
-        [Phase(24, rps=30, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=300, pending=12)], interval=IV
+        [Phase(24, rps=30, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=300, pending=12)],
+        interval=IV,
     )
     text = render_trace(samples_of(series, interval=IV))
     path = tmp_path / ("t.om.gz" if gz else "t.om")
@@ -25,20 +26,34 @@ def _trace(tmp_path: Path, gz: bool = True) -> Path:
     return path
 
 
-def test_json_lines_follow_the_cli_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_lines_follow_the_cli_contract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every line is one JSON object with the contract's keys; the overload is diagnosed."""
     assert main(["replay", str(_trace(tmp_path)), "--format", "json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines, "expected at least one incident transition"
     for obj in lines:
-        assert {"event", "cause", "namespace", "pod", "model", "at", "confidence", "evidence",
-                "summary", "actions"} <= obj.keys()
+        assert {
+            "event",
+            "cause",
+            "namespace",
+            "pod",
+            "model",
+            "at",
+            "confidence",
+            "evidence",
+            "summary",
+            "actions",
+        } <= obj.keys()
         assert 0 <= obj["confidence"] <= 1
     assert lines[0]["event"] == "opened" and lines[0]["cause"] == "too_few_instances"
     assert lines[0]["model"] == "resnet" and lines[0]["pod"] == "triton-0"
 
 
-def test_text_format_is_a_readable_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_format_is_a_readable_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The text format names the cause, the model and the fix."""
     assert main(["replay", str(_trace(tmp_path, gz=False))]) == 0
     out = capsys.readouterr().out
@@ -49,11 +64,14 @@ def test_text_format_is_a_readable_timeline(tmp_path: Path, capsys: pytest.Captu
     ("content", "expect"),
     [
         (b"", ":1: empty trace"),
-        (b"nv_inference_count{model=\"m\" 1 2\n# EOF\n", ":1:"),
+        (b'nv_inference_count{model="m" 1 2\n# EOF\n', ":1:"),
         (b"<html><body>502 Bad Gateway</body></html>\n# EOF\n", ":1:"),
         (b"\x89PNG\r\n\x1a\n\x00\x00binary", "not UTF-8"),
         (b'{"data": {"result": []}}\n', "bad.om:1:"),
-        (b"nv_inference_count{model=\"m\"} 1 100\nnv_inference_count{model=\"m\"} abc 105\n# EOF\n", ":2:"),
+        (
+            b'nv_inference_count{model="m"} 1 100\nnv_inference_count{model="m"} abc 105\n# EOF\n',
+            ":2:",
+        ),
         (b"\x1f\x8b\x08\x00truncated-gzip", "corrupt gzip"),
     ],
     ids=["empty", "garbled", "html", "binary", "json", "bad-value", "truncated-gzip"],
@@ -70,7 +88,9 @@ def test_bad_traces_exit_2_with_one_line_reason(
     assert expect in err and "Traceback" not in err
 
 
-def test_truncated_trace_without_eof_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_truncated_trace_without_eof_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A trace cut off mid-line names the last line rather than replaying half a sample."""
     text = render_trace(samples_of(triton_model([Phase(4, rps=1)], interval=IV), interval=IV))
     path = tmp_path / "cut.om"
@@ -80,7 +100,9 @@ def test_truncated_trace_without_eof_is_reported(tmp_path: Path, capsys: pytest.
     assert "cut.om:" in err and "EOF" in err and len(err.strip().splitlines()) == 1
 
 
-def test_sample_without_timestamp_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sample_without_timestamp_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A scrape saved without timestamps cannot be replayed: say so and where."""
     path = tmp_path / "untimed.om"
     path.write_text('nv_inference_count{model="m"} 1 100\nnv_inference_count{model="m"} 2\n# EOF\n')
@@ -89,12 +111,16 @@ def test_sample_without_timestamp_is_refused(tmp_path: Path, capsys: pytest.Capt
     assert "untimed.om:2: sample nv_inference_count has no timestamp" in err
 
 
-def test_huge_trace_is_refused_with_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_huge_trace_is_refused_with_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Past the sample limit the replay stops with the offending line instead of exhausting memory."""
     from daemon.sources import replay as replay_source
 
     path = tmp_path / "huge.om"
-    path.write_text("".join(f'nv_inference_count{{model="m"}} {i} {i}\n' for i in range(50)) + "# EOF\n")
+    path.write_text(
+        "".join(f'nv_inference_count{{model="m"}} {i} {i}\n' for i in range(50)) + "# EOF\n"
+    )
     old = replay_source.MAX_TRACE_SAMPLES
     replay_source.MAX_TRACE_SAMPLES = 10
     try:
@@ -110,7 +136,9 @@ def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot read trace" in capsys.readouterr().err
 
 
-def test_threshold_overrides_change_the_diagnosis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_threshold_overrides_change_the_diagnosis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A config file raising the open threshold above any confidence silences the engine."""
     cfg = tmp_path / "tg.yaml"
     cfg.write_text("thresholds:\n  open_confidence: 0.99\n")

@@ -10,6 +10,7 @@ S = Subject("prod", "resnet", "triton-0")
 
 
 def finding(cause: str, conf: float) -> Finding:
+    """Build a finding for the test subject."""
     return Finding(cause, S, conf, f"{cause} summary", {}, Fix("do something"))
 
 
@@ -34,7 +35,9 @@ def test_low_confidence_never_opens() -> None:
     """Below the open threshold a finding is a hint, not an incident."""
     book = IncidentBook(Thresholds())
     for t in range(0, 60, 5):
-        assert book.observe(S, [finding("node_contention", 0.4)], float(t), 5.0, recovered=False) == []
+        assert (
+            book.observe(S, [finding("node_contention", 0.4)], float(t), 5.0, recovered=False) == []
+        )
 
 
 def test_primary_is_highest_confidence_and_others_are_secondary() -> None:
@@ -44,7 +47,9 @@ def test_primary_is_highest_confidence_and_others_are_secondary() -> None:
     evs = []
     for t in (0.0, 5.0, 10.0):
         evs += book.observe(S, both, t, 5.0, recovered=False)
-    assert [(e.event, e.cause, e.secondary) for e in evs] == [("opened", "retry_storm", ["too_few_instances"])]
+    assert [(e.event, e.cause, e.secondary) for e in evs] == [
+        ("opened", "retry_storm", ["too_few_instances"])
+    ]
 
 
 def test_resolution_needs_absence_and_recovery_for_the_hold_time() -> None:

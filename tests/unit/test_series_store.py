@@ -89,6 +89,9 @@ def test_model_features_sum_across_pods() -> None:
 def test_nan_samples_are_ignored() -> None:
     """A NaN quantile (no observations yet) neither creates an empty series nor breaks expiry."""
     store = SeriesStore()
-    store.add(Sample("nv_inference_request_summary_us", L + (("quantile", "0.99"),), float("nan"), 0.0), 0.0)
+    store.add(
+        Sample("nv_inference_request_summary_us", (*L, ("quantile", "0.99")), float("nan"), 0.0),
+        0.0,
+    )
     assert len(store) == 0
     assert store.expire(1000.0) == 0

@@ -1,4 +1,4 @@
-"""Each cause signature fires on its mechanism and stays quiet on look-alikes (promtool notation)."""
+"""Each cause signature fires on its mechanism and stays quiet on look-alikes."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ ONSET = BASE_N * IV
 
 
 def causes(events: list) -> set[str]:  # type: ignore[type-arg]
+    """Causes of every opened incident."""
     return {c for c, _, _ in opened(events)}
 
 
 def assert_detected(events: list, cause: str, model: str = "resnet") -> None:  # type: ignore[type-arg]
+    """Fail unless the cause opened for the model within 60 s of onset."""
     hits = [(c, m, t) for c, m, t in opened(events) if c == cause and m == model]
     assert hits, f"{cause} not opened; opened={opened(events)}"
     assert hits[0][2] - ONSET <= 60, f"{cause} opened {hits[0][2] - ONSET:.0f}s after onset"
@@ -41,8 +43,11 @@ def test_batching_delay_fires_when_queue_waits_on_idle_instances() -> None:
     series = triton_model(
         [Phase(BASE_N, rps=5, queue_ms=0.5), Phase(24, rps=5, queue_ms=80, batch=1.6)], interval=IV
     )
-    cfg = {"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": "100000"},
-           "instance_group": [{"count": 1, "kind": "KIND_GPU"}]}
+    cfg = {
+        "max_batch_size": 8,
+        "dynamic_batching": {"max_queue_delay_microseconds": "100000"},
+        "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+    }
     events = run_engine(series, interval=IV, configs={"resnet": cfg})
     assert_detected(events, "batching_delay")
     first = next(e for e in events if e.event == "opened")
@@ -53,7 +58,10 @@ def test_batching_delay_fires_when_queue_waits_on_idle_instances() -> None:
 def test_batching_delay_quiet_when_instances_are_busy() -> None:
     """Queue time with fully busy instances is a capacity problem, not the batcher waiting."""
     series = triton_model(
-        [Phase(BASE_N, rps=5, queue_ms=0.5, infer_ms=150), Phase(24, rps=5, queue_ms=120, infer_ms=199, pending=6)],
+        [
+            Phase(BASE_N, rps=5, queue_ms=0.5, infer_ms=150),
+            Phase(24, rps=5, queue_ms=120, infer_ms=199, pending=6),
+        ],
         interval=IV,
     )
     assert "batching_delay" not in causes(run_engine(series, interval=IV))
@@ -62,7 +70,10 @@ def test_batching_delay_quiet_when_instances_are_busy() -> None:
 def test_too_few_instances_fires_when_all_instances_are_busy_and_queue_grows() -> None:
     """Load rises until the single instance is always busy; queue and pending grow."""
     series = triton_model(
-        [Phase(BASE_N, rps=30, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=300, pending=12)],
+        [
+            Phase(BASE_N, rps=30, infer_ms=20),
+            Phase(24, rps=49, infer_ms=20, queue_ms=300, pending=12),
+        ],
         interval=IV,
     )
     assert_detected(run_engine(series, interval=IV), "too_few_instances")
@@ -71,7 +82,10 @@ def test_too_few_instances_fires_when_all_instances_are_busy_and_queue_grows() -
 def test_too_few_instances_quiet_when_compute_itself_inflated() -> None:
     """Saturation caused by each inference getting slower is not missing capacity."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=49, queue_ms=300, pending=12)],
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=20, infer_ms=49, queue_ms=300, pending=12),
+        ],
         interval=IV,
     )
     assert "too_few_instances" not in causes(run_engine(series, interval=IV))
@@ -80,7 +94,8 @@ def test_too_few_instances_quiet_when_compute_itself_inflated() -> None:
 def test_too_many_instances_fires_on_concurrency_without_throughput() -> None:
     """A deploy raises instances to 4: executions overlap, each 4x slower, throughput flat."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=80, queue_ms=5)], interval=IV
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=80, queue_ms=5)],
+        interval=IV,
     )
     cfg = {"max_batch_size": 8, "instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
     events = run_engine(series, interval=IV, configs={"resnet": cfg})
@@ -90,17 +105,24 @@ def test_too_many_instances_fires_on_concurrency_without_throughput() -> None:
 def test_too_many_instances_quiet_with_one_instance_and_no_overlap() -> None:
     """Slower compute on one instance with no overlap is not instance contention."""
     series = triton_model(
-        [Phase(BASE_N, rps=10, infer_ms=20), Phase(24, rps=10, infer_ms=60, queue_ms=5)], interval=IV
+        [Phase(BASE_N, rps=10, infer_ms=20), Phase(24, rps=10, infer_ms=60, queue_ms=5)],
+        interval=IV,
     )
     cfg = {"max_batch_size": 8, "instance_group": [{"count": 1, "kind": "KIND_GPU"}]}
-    assert "too_many_instances" not in causes(run_engine(series, interval=IV, configs={"resnet": cfg}))
+    assert "too_many_instances" not in causes(
+        run_engine(series, interval=IV, configs={"resnet": cfg})
+    )
 
 
 def _new_model(first_infer_ms: float, first_queue_ms: float) -> dict[str, str]:
     base = triton_model([Phase(BASE_N + 24, rps=10)], interval=IV, model="resnet")
     late = triton_model(
-        [Phase(2, rps=4, infer_ms=first_infer_ms, queue_ms=first_queue_ms), Phase(22, rps=10, infer_ms=8)],
-        interval=IV, model="bert",
+        [
+            Phase(2, rps=4, infer_ms=first_infer_ms, queue_ms=first_queue_ms),
+            Phase(22, rps=10, infer_ms=8),
+        ],
+        interval=IV,
+        model="bert",
     )
     # The new model's series are missing until it is deployed at the onset.
     base.update({k: f"_x{BASE_N - 1} {v}" for k, v in late.items()})
@@ -119,9 +141,13 @@ def test_cold_start_quiet_when_slow_executions_had_no_waiting_requests() -> None
     assert "cold_start" not in causes(events)
 
 
-def _cpu(series: dict[str, str], usage: list[tuple[float, int]], throttled: list[tuple[float, int]]) -> None:
+def _cpu(
+    series: dict[str, str], usage: list[tuple[float, int]], throttled: list[tuple[float, int]]
+) -> None:
     sel = 'namespace="prod",pod="triton-0",container="triton"'
-    series[f"container_cpu_usage_seconds_total{{{sel}}}"] = notation([(u * IV, n) for u, n in usage])
+    series[f"container_cpu_usage_seconds_total{{{sel}}}"] = notation(
+        [(u * IV, n) for u, n in usage]
+    )
     series[f"container_spec_cpu_quota{{{sel}}}"] = gauge([(200000, sum(n for _, n in usage))])
     series[f"container_cpu_cfs_periods_total{{{sel}}}"] = notation([(IV * 10, n) for _, n in usage])
     series[f"container_cpu_cfs_throttled_periods_total{{{sel}}}"] = notation(
@@ -142,7 +168,10 @@ def _node(series: dict[str, str], busy: list[tuple[float, int]]) -> None:
 def test_cpu_bottleneck_fires_when_triton_cpu_saturates_with_load() -> None:
     """Load grows, Triton's container hits its CPU quota and is throttled; compute slows."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=30, infer_ms=30, queue_ms=60, pending=4)],
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=30, infer_ms=30, queue_ms=60, pending=4),
+        ],
         interval=IV,
     )
     _cpu(series, [(1.0, BASE_N), (1.97, 24)], [(0.0, BASE_N), (0.45, 24)])
@@ -152,7 +181,8 @@ def test_cpu_bottleneck_fires_when_triton_cpu_saturates_with_load() -> None:
 def test_cpu_bottleneck_quiet_when_a_neighbour_takes_the_cpu() -> None:
     """Busy node with Triton's own CPU down at steady load is contention, not Triton's CPU work."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)], interval=IV
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
     )
     _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
     _node(series, [(0.3, BASE_N), (0.97, 24)])
@@ -164,7 +194,8 @@ def test_cpu_bottleneck_quiet_when_a_neighbour_takes_the_cpu() -> None:
 def test_node_contention_needs_node_evidence_to_open() -> None:
     """Inflated compute at steady load without node metrics stays below the open threshold."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)], interval=IV
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
     )
     assert "node_contention" not in causes(run_engine(series, interval=IV))
 
@@ -172,7 +203,10 @@ def test_node_contention_needs_node_evidence_to_open() -> None:
 def test_memory_copy_fires_when_input_copies_dominate_compute() -> None:
     """Inputs grow: compute_input becomes most of compute while the CPU has headroom."""
     series = triton_model(
-        [Phase(BASE_N, rps=10, input_ms=0.5, infer_ms=10), Phase(24, rps=10, input_ms=25, infer_ms=12, queue_ms=20)],
+        [
+            Phase(BASE_N, rps=10, input_ms=0.5, infer_ms=10),
+            Phase(24, rps=10, input_ms=25, infer_ms=12, queue_ms=20),
+        ],
         interval=IV,
     )
     _cpu(series, [(0.6, BASE_N), (0.8, 24)], [(0.0, BASE_N), (0.0, 24)])
@@ -182,7 +216,10 @@ def test_memory_copy_fires_when_input_copies_dominate_compute() -> None:
 def test_memory_copy_quiet_when_copy_share_was_always_high() -> None:
     """A model that always spent most compute copying did not explode because of copies."""
     series = triton_model(
-        [Phase(BASE_N, rps=10, input_ms=20, infer_ms=10), Phase(24, rps=10, input_ms=20, infer_ms=10, queue_ms=60)],
+        [
+            Phase(BASE_N, rps=10, input_ms=20, infer_ms=10),
+            Phase(24, rps=10, input_ms=20, infer_ms=10, queue_ms=60),
+        ],
         interval=IV,
     )
     assert "memory_copy" not in causes(run_engine(series, interval=IV))
@@ -209,8 +246,10 @@ def test_model_reload_quiet_on_a_single_spike() -> None:
 def test_retry_storm_is_primary_over_capacity_when_timeouts_rise() -> None:
     """Arrivals, latency, cancellations and pending rise together: retries amplify overload."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20),
-         Phase(24, rps=48, infer_ms=20, queue_ms=900, pending=90, canceled_rps=15)],
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=48, infer_ms=20, queue_ms=900, pending=90, canceled_rps=15),
+        ],
         interval=IV,
     )
     events = run_engine(series, interval=IV)
@@ -224,7 +263,10 @@ def test_retry_storm_is_primary_over_capacity_when_timeouts_rise() -> None:
 def test_overload_without_timeouts_is_not_a_retry_storm() -> None:
     """A genuine load rise without timeouts or cancellations is capacity, not a storm."""
     series = triton_model(
-        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=49, infer_ms=20, queue_ms=900, pending=90)],
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=49, infer_ms=20, queue_ms=900, pending=90),
+        ],
         interval=IV,
     )
     found = causes(run_engine(series, interval=IV))
@@ -235,7 +277,11 @@ def test_overload_without_timeouts_is_not_a_retry_storm() -> None:
 def test_ramp_within_capacity_opens_nothing() -> None:
     """Traffic tripling with flat latency is healthy."""
     series = triton_model(
-        [Phase(BASE_N, rps=10, infer_ms=10), Phase(12, rps=20, infer_ms=10), Phase(12, rps=30, infer_ms=10)],
+        [
+            Phase(BASE_N, rps=10, infer_ms=10),
+            Phase(12, rps=20, infer_ms=10),
+            Phase(12, rps=30, infer_ms=10),
+        ],
         interval=IV,
     )
     assert run_engine(series, interval=IV) == []

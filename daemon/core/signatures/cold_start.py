@@ -9,7 +9,7 @@ CAUSE = "cold_start"
 
 
 def check(ctx: Context) -> Finding | None:
-    """A subject that just appeared served its first requests behind slow, decaying executions."""
+    """Match a subject that just appeared and served its first requests behind cold executions."""
     birth, t, cfg = ctx.birth, ctx.thresholds, ctx.config
     if birth is None or ctx.now - birth.born_at > t.cold_age_s:
         return None

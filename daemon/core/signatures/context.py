@@ -25,7 +25,7 @@ class Baseline:
         return self.values.get(name)
 
     def ratio(self, name: str, current: float | None, floor: float = 0.0) -> float | None:
-        """Current value over baseline; None when either is unknown or the baseline is ~0."""
+        """Return current value over baseline; None when either is unknown or the baseline is ~0."""
         base = self.values.get(name)
         if current is None or base is None:
             return None
@@ -137,12 +137,15 @@ def symptom_of(
     base_lat = base.get("mean_latency_us") if base is not None else None
     if sustained and recent and base_lat:
         mid = median(recent)
-        sustained = mid >= t.symptom_latency_ratio * base_lat and mid - base_lat >= t.symptom_min_increase_us
+        sustained = (
+            mid >= t.symptom_latency_ratio * base_lat
+            and mid - base_lat >= t.symptom_min_increase_us
+        )
     return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
 
 
 def symptom_evidence(ctx: Context) -> dict[str, Evidence]:
-    """The latency evidence every finding carries."""
+    """Return the latency evidence every finding carries."""
     f, b = ctx.features, ctx.baseline
     out = {
         "mean_latency_ms": ctx.ev(
