@@ -181,7 +181,9 @@ class Engine:
         recent = [v for at, v in per_scrape if at > now - f.window_s + 0.1 * f.interval_s]
         symptom = symptom_of(f, base, self.t, recent)
         events_seen = self._reload_events(reader, key, now)
-        spikes = find_spikes(per_scrape, self.t.spike_factor)
+        spikes = find_spikes(
+            per_scrape, self.t.spike_factor, merge_s=max(self.t.burst_merge_s, 2.5 * f.interval_s)
+        )
         ctx = Context(
             subject=subject,
             now=now,

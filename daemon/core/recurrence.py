@@ -40,18 +40,24 @@ class Recurrence:
     typical: float
 
 
-def find_spikes(points: Sequence[tuple[float, float]], factor: float) -> Recurrence:
-    """Spike onsets (runs of values above factor × median) and their regularity."""
+def find_spikes(
+    points: Sequence[tuple[float, float]], factor: float, merge_s: float = 0.0
+) -> Recurrence:
+    """Spike onsets (runs of values above factor × median) and their regularity.
+
+    Spikes closer than ``merge_s`` to the previous one belong to the same burst: a repository
+    rewritten file by file is often loaded twice in a row, which is one disturbance, not two.
+    """
     if len(points) < 4:
         return Recurrence((), None, None, 0.0)
     typical = median(v for _, v in points)
     onsets: list[float] = []
-    inside = False
+    last_high = float("-inf")
     for t, v in points:
-        high = typical > 0 and v >= factor * typical
-        if high and not inside:
-            onsets.append(t)
-        inside = high
+        if typical > 0 and v >= factor * typical:
+            if t - last_high > max(merge_s, 0.0) or not onsets:
+                onsets.append(t)
+            last_high = t
     period = cv = None
     if len(onsets) >= 3:
         gaps = [b - a for a, b in pairwise(onsets)]

@@ -66,6 +66,9 @@ class Thresholds(BaseModel):
     cold_compute_ratio: float = Field(3.0, description="Early vs steady compute per execution.")
     cold_queue_us: float = Field(20_000.0, description="Early mean queue time that users felt.")
     spike_factor: float = Field(3.0, description="Per-scrape latency vs median that is a spike.")
+    burst_merge_s: float = Field(
+        6.0, description="Spikes this close form one burst (double loads)."
+    )
     period_lookback_s: float = Field(420.0, description="Window to look for recurring spikes.")
     period_min_spikes: int = Field(3, description="Spikes needed to call them periodic.")
     period_max_cv: float = Field(0.35, description="Spacing variation allowed for a period.")

@@ -296,3 +296,17 @@ def test_slow_scrape_interval_still_detects_within_a_minute() -> None:
     events = run_engine(series, interval=30.0)
     hits = [t for c, _, t in opened(events) if c == "too_few_instances"]
     assert hits and hits[0] - 8 * 30.0 <= 60
+
+
+def test_model_reload_double_loads_count_as_one_burst() -> None:
+    """A repository rewritten file by file loads twice per change; the period is still found."""
+    phases = [Phase(BASE_N, rps=20, infer_ms=10)]
+    for _ in range(6):
+        phases += [
+            Phase(1, rps=20, infer_ms=40, queue_ms=300),
+            Phase(1, rps=20, infer_ms=10),
+            Phase(1, rps=20, infer_ms=40, queue_ms=300),
+            Phase(3, rps=20, infer_ms=10),
+        ]
+    events = run_engine(triton_model(phases, interval=2.5), interval=2.5)
+    assert "model_reload" in causes(events)

@@ -1,0 +1,70 @@
+"""Replay of traces recorded from a real Triton: every cause found in time, healthy runs quiet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from daemon.core.engine import Engine
+from daemon.core.findings import IncidentEvent
+from daemon.core.replay import drive
+from daemon.sources.replay import load_trace
+
+TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
+LABELS = sorted(TRACES.glob("*.labels.json"))
+DEADLINE_S = 60.0
+
+
+def _replay(name: str) -> tuple[dict[str, object], list[IncidentEvent]]:
+    label = json.loads((TRACES / f"{name}.labels.json").read_text())
+    engine = Engine()
+    events: list[IncidentEvent] = []
+    for _, evs in drive(engine, load_trace(TRACES / f"{name}.om.gz")):
+        events.extend(evs)
+    return label, events
+
+
+def _names(kind: str) -> list[str]:
+    out = []
+    for path in LABELS:
+        label = json.loads(path.read_text())
+        is_fault = label.get("cause") is not None
+        if (kind == "fault") == is_fault:
+            out.append(path.name.removesuffix(".labels.json"))
+    return out
+
+
+def test_fixture_set_covers_the_catalogue() -> None:
+    """The recorded fixtures hold every cause of the catalogue and the three healthy controls."""
+    from daemon.core.findings import CAUSES
+
+    causes = {json.loads(p.read_text()).get("cause") for p in LABELS}
+    assert set(CAUSES) <= causes
+    healthy = set(_names("healthy"))
+    assert {"healthy_steady", "healthy_ramp", "healthy_warmup_deploy"} <= healthy
+
+
+@pytest.mark.parametrize("name", _names("fault"))
+def test_cause_diagnosed_within_a_minute_of_onset(name: str) -> None:
+    """The labelled cause opens for the labelled model within 60 s, and is the first to open."""
+    label, events = _replay(name)
+    onset = float(label["onset"])  # type: ignore[arg-type]
+    model = label["model"]
+    opened = [e for e in events if e.event == "opened" and e.subject.model == model]
+    assert opened, f"nothing opened for {model}; all events: {[(e.event, e.cause) for e in events]}"
+    before = [e for e in opened if e.at < onset]
+    assert not before, f"opened before onset: {[(e.cause, e.at - onset) for e in before]}"
+    first = opened[0]
+    assert first.cause == label["cause"], (
+        f"first incident {first.cause} at +{first.at - onset:.0f}s; expected {label['cause']}"
+    )
+    assert first.at - onset <= DEADLINE_S, f"found {first.at - onset:.0f}s after onset"
+
+
+@pytest.mark.parametrize("name", _names("healthy"))
+def test_healthy_traces_open_no_incident(name: str) -> None:
+    """Steady traffic, a ramp within capacity and a warmed-up deploy are not incidents."""
+    _, events = _replay(name)
+    assert [(e.cause, e.subject.model) for e in events if e.event == "opened"] == []
