@@ -43,6 +43,8 @@ class Scenario:
     ``models`` are installed before the server starts; their behaviour strings may use the
     placeholders ``{ledger}``, ``{lock}`` and ``{hiccup}``, replaced with the run's paths.
     ``onset`` runs at ``baseline_s`` (None: the schedule of ``loads`` is the fault).
+    ``preroll_s``: one client serves before recording starts, so the baseline shows a model that
+    was already serving (its first executions and any first poll-mode reload are not in it).
     """
 
     name: str
@@ -61,6 +63,7 @@ class Scenario:
     node: str = "lab-node-0"
     cpu_quota_cores: float = 2.0
     accel_share: float = 1.0
+    preroll_s: float = 6.0
     notes: str = ""
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -233,6 +236,13 @@ async def run_scenario(
         ]
         if node is not None:
             targets.append(Target("node-exporter", node.metrics_url, (("node", scenario.node),)))
+        if scenario.preroll_s > 0 and scenario.loads:
+            first = scenario.loads[0].spec
+            await loadgen.run(
+                LoadSpec(
+                    first.model, shape=first.shape, concurrency=1, duration_s=scenario.preroll_s
+                )
+            )
         recorder = Recorder(targets, scenario.scrape_interval_s).start()
         started = time.time()
         total = scenario.baseline_s + scenario.fault_s

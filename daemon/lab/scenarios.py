@@ -426,6 +426,8 @@ def _reload(
         scrape_interval_s=scrape,
         control_mode="poll",
         poll_secs=poll,
+        # The stub writes __pycache__ into the version dir, so poll mode reloads once after start.
+        preroll_s=3 * poll + 5,
         namespace="recsys",
         pod=f"{model}-0",
         accel_share=0.4,
