@@ -13,8 +13,20 @@ SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
 
 
 def target_of(labels: Labels) -> tuple[str, str]:
-    """Return (namespace, pod) of a series; `instance` stands in for a pod outside Kubernetes."""
-    return label(labels, "namespace"), label(labels, "pod") or label(labels, "instance")
+    """Return (namespace, pod) of a series; `instance` stands in for a pod outside Kubernetes.
+
+    Exporters that describe other pods (DCGM's pod mapping, kube-state-metrics, cAdvisor) end up
+    with ``exported_pod``/``exported_namespace`` when Prometheus adds its own target labels, and
+    old cAdvisors say ``pod_name``: those name the pod the series is about.
+    """
+    ns = label(labels, "exported_namespace") or label(labels, "namespace")
+    pod = (
+        label(labels, "exported_pod")
+        or label(labels, "pod")
+        or label(labels, "pod_name")
+        or label(labels, "instance")
+    )
+    return ns, pod
 
 
 @dataclass(slots=True)
@@ -292,7 +304,8 @@ class FeatureReader:
 
         def real_container(labels: Labels) -> bool:
             # cAdvisor also exports a pod-level aggregate (container="") and the pause container.
-            return label(labels, "container") not in ("", "POD")
+            container = label(labels, "container") or label(labels, "container_name")
+            return container not in ("", "POD")
 
         usage = self.pod_series("container_cpu_usage_seconds_total", ns, pod, real_container)
         f.container_cpu_cores = self.rate(usage, start, end)
@@ -349,18 +362,19 @@ class FeatureReader:
         node_cpu = list(self.store.family("node_cpu_seconds_total"))
         if not node_cpu:
             return None
-        node = ""
+        names: set[str] = set()
         for s in self.store.family("kube_pod_info"):
-            sns, spod = label(s.labels, "namespace"), label(s.labels, "pod")
+            sns, spod = target_of(s.labels)
             if spod == pod and sns in ("", ns):
-                node = label(s.labels, "node")
+                names = {label(s.labels, "node"), label(s.labels, "host_ip")} - {""}
                 break
         nodes = {label(s.labels, "node") or label(s.labels, "instance") for s in node_cpu}
-        if node:
+        if names:
+            # node-exporter series carry `node` when relabelled, else `instance` = host:port.
             mine = [
                 s
                 for s in node_cpu
-                if node in (label(s.labels, "node"), label(s.labels, "instance").split(":")[0])
+                if names & {label(s.labels, "node"), label(s.labels, "instance").rsplit(":", 1)[0]}
             ]
         elif len(nodes) == 1:
             mine = node_cpu  # one node in view: the pod can only be there

@@ -1,0 +1,95 @@
+"""Features: queue/compute split, busy instances, exporter joins, and unknown-not-zero."""
+
+from __future__ import annotations
+
+from daemon.core.engine import Engine
+from daemon.core.features import FeatureSet
+from daemon.core.findings import Subject
+from tests.unit.synthetic import START, Phase, gauge, notation, samples_of, triton_model
+
+IV = 5.0
+SUBJECT = Subject("prod", "resnet", "triton-0")
+
+
+def features(series: dict[str, str], n: int = 12) -> FeatureSet:
+    """Features of the test subject at the last sample."""
+    engine = Engine()
+    engine.ingest(samples_of(series, interval=IV), START)
+    f = engine.features(SUBJECT, START + n * IV)
+    assert f is not None
+    return f
+
+
+def test_queue_and_compute_split_and_busy_instances() -> None:
+    """20 req/s, 5 ms queue, 20 ms compute in batches of 2: shares, batch and busy ratio."""
+    f = features(triton_model([Phase(12, rps=20, queue_ms=5, infer_ms=19.8, batch=2)], interval=IV))
+    assert f.request_rate == 20
+    assert f.mean_latency_us is not None and abs(f.mean_latency_us - 25_000) < 1
+    assert f.queue_share is not None and abs(f.queue_share - 0.2) < 1e-9
+    assert f.avg_batch == 2
+    # 10 executions/s of 20 ms each keep 0.2 instances busy.
+    assert f.busy_instances is not None and abs(f.busy_instances - 0.2) < 1e-9
+
+
+def test_missing_exporters_are_unknown_not_zero() -> None:
+    """Without DCGM, cAdvisor or node-exporter the signals are None, never 0."""
+    f = features(triton_model([Phase(12, rps=5)], interval=IV))
+    assert f.gpu_util is None and f.container_cpu_cores is None and f.node_cpu_busy is None
+    assert f.throttled_ratio is None and f.pcie_rx_bps is None
+
+
+def test_dcgm_joins_on_exported_pod() -> None:
+    """DCGM's pod mapping relabelled by Prometheus (exported_pod) joins with Triton's pod."""
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    series[
+        'DCGM_FI_DEV_GPU_UTIL{namespace="gpu-operator",pod="dcgm-x",'
+        'exported_namespace="prod",exported_pod="triton-0",gpu="0"}'
+    ] = gauge([(87, 13)])
+    assert features(series).gpu_util == 0.87
+
+
+def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
+    """node-exporter's instance (IP:port) is matched to the pod's node by host_ip."""
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    series['kube_pod_info{namespace="prod",pod="triton-0",node="gpu-1",host_ip="10.0.0.7"}'] = (
+        gauge([(1, 13)])
+    )
+    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="idle"}'] = notation(
+        [(1.0, 12)]
+    )
+    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="user"}'] = notation(
+        [(4.0, 12)]
+    )
+    series['node_cpu_seconds_total{instance="10.0.0.8:9100",cpu="0",mode="idle"}'] = notation(
+        [(5.0, 12)]
+    )
+    f = features(series)
+    assert f.node_cpu_busy is not None and abs(f.node_cpu_busy - 0.8) < 1e-9
+
+
+def test_cadvisor_throttling_and_quota() -> None:
+    """CPU use against the quota and the throttled share of CFS periods."""
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    sel = 'namespace="prod",pod="triton-0",container="triton"'
+    series[f"container_cpu_usage_seconds_total{{{sel}}}"] = notation([(1.5 * IV, 12)])
+    series[f'container_cpu_usage_seconds_total{{namespace="prod",pod="triton-0",container=""}}'] = (
+        notation([(9 * IV, 12)])
+    )
+    series[f"container_spec_cpu_quota{{{sel}}}"] = gauge([(200_000, 13)])
+    series[f"container_cpu_cfs_periods_total{{{sel}}}"] = notation([(50, 12)])
+    series[f"container_cpu_cfs_throttled_periods_total{{{sel}}}"] = notation([(10, 12)])
+    f = features(series)
+    assert (
+        f.container_cpu_cores == 1.5
+    )  # the pod-level aggregate (container="") is not double counted
+    assert f.cpu_quota_cores == 2.0 and f.container_cpu_saturation == 0.75
+    assert f.throttled_ratio == 0.2
+
+
+def test_stale_subject_is_not_fresh() -> None:
+    """Data older than the staleness limit makes the subject unusable for actions."""
+    engine = Engine()
+    engine.ingest(samples_of(triton_model([Phase(12, rps=5)], interval=IV), interval=IV), START)
+    assert engine.is_fresh(SUBJECT, START + 12 * IV)
+    assert not engine.is_fresh(SUBJECT, START + 12 * IV + 300)
+    assert engine.feature_value(SUBJECT, "request_rate", START + 12 * IV + 300) is None
