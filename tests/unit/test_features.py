@@ -72,7 +72,7 @@ def test_cadvisor_throttling_and_quota() -> None:
     series = triton_model([Phase(12, rps=5)], interval=IV)
     sel = 'namespace="prod",pod="triton-0",container="triton"'
     series[f"container_cpu_usage_seconds_total{{{sel}}}"] = notation([(1.5 * IV, 12)])
-    series[f'container_cpu_usage_seconds_total{{namespace="prod",pod="triton-0",container=""}}'] = (
+    series['container_cpu_usage_seconds_total{namespace="prod",pod="triton-0",container=""}'] = (
         notation([(9 * IV, 12)])
     )
     series[f"container_spec_cpu_quota{{{sel}}}"] = gauge([(200_000, 13)])
