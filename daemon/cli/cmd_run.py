@@ -8,8 +8,11 @@ import json
 import sys
 from typing import Any
 
+from daemon.core.engine import Engine, EngineConfig
+from daemon.core.playbook_model import PlaybookError
 from daemon.logs import configure_logging
 from daemon.runtime.daemon_app import DaemonApp
+from daemon.runtime.playbook_runner import PlaybookRunner, build_runner
 from daemon.settings import Settings, SettingsError, load_settings, target_from_url
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -72,7 +75,30 @@ def run(args: argparse.Namespace) -> int:
         configure_logging("console", settings.log_level)
         return asyncio.run(_once(settings))
     configure_logging("json", settings.log_level)
-    asyncio.run(DaemonApp(settings).run())
+    return asyncio.run(_serve(settings))
+
+
+def start_playbooks(settings: Settings, engine: Engine) -> PlaybookRunner | str:
+    """Build the playbook runner, or return a one-line reason it cannot start."""
+    try:
+        return build_runner(settings, engine)
+    except PlaybookError as exc:
+        more = len(exc.problems) - 1
+        tail = f" (and {more} more; run tritonguard validate on the playbooks)" if more else ""
+        return f"{exc.problems[0]}{tail}"
+    except OSError as exc:
+        return f"{settings.audit_db_path}: {exc}; check audit_db_path"
+
+
+async def _serve(settings: Settings) -> int:
+    engine = Engine(EngineConfig(thresholds=settings.thresholds))
+    runner = start_playbooks(settings, engine)
+    if isinstance(runner, str):
+        print(f"tritonguard: {runner}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    app = DaemonApp(settings, engine=engine, playbooks=runner)
+    runner.on_change = app.refresh_model_configs
+    await app.run()
     return EXIT_OK
 
 

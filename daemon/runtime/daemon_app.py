@@ -8,7 +8,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -18,7 +18,7 @@ from daemon.clients.triton_api import TritonClient, TritonError
 from daemon.core.engine import Engine, EngineConfig
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.metric_names import is_consumed
-from daemon.core.samples import label
+from daemon.core.samples import Sample, label
 from daemon.logs import get_logger
 from daemon.runtime.alertmanager_webhook import Alert
 from daemon.runtime.http_server import HttpServer
@@ -32,6 +32,29 @@ from daemon.sources.source_status import PollResult, Source, SourceStatus
 EventsCallback = Callable[[list[IncidentEvent]], Awaitable[Any]]
 AlertsCallback = Callable[[list[Alert]], Awaitable[None]]
 ConfigFetcher = Callable[[TargetSettings, str], Awaitable[Mapping[str, Any] | None]]
+
+
+class PlaybookHooks(Protocol):
+    """What the daemon needs from its playbook runner (daemon.runtime.playbook_runner)."""
+
+    def observe(self, samples: list[Sample], now: float) -> None:
+        """See every ingested sample (the flight recorder keeps the recent ones)."""
+
+    async def on_events(self, events: list[IncidentEvent]) -> Any:
+        """Handle incident transitions without blocking the caller."""
+
+    async def on_evaluated(self, now: float) -> None:
+        """Start playbooks that became due after an evaluation, without blocking it."""
+
+    async def drain(self) -> None:
+        """Wait for in-flight actions (cancelled when the shutdown grace is over)."""
+
+    async def close(self) -> None:
+        """Release clients and the audit database."""
+
+    def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
+        """Return the audit trail of one incident."""
+
 
 # Shutdown stages: stop reading first, then evaluating, then let in-flight actions finish,
 # and keep answering health checks until the very end.
@@ -50,6 +73,8 @@ class DaemonApp:
     ``on_events`` receives every batch of incident transitions (the playbook dispatcher); it
     runs in its own task so a slow playbook never delays evaluation, and at shutdown it gets
     ``shutdown_grace_s`` to finish what is in flight. Without it the daemon only diagnoses.
+    ``playbooks`` (a playbook runner) supplies ``on_events`` and is also told about every
+    ingested sample and every evaluation, drained at shutdown and closed last.
     """
 
     def __init__(
@@ -59,6 +84,7 @@ class DaemonApp:
         engine: Engine | None = None,
         on_events: EventsCallback | None = None,
         on_alerts: AlertsCallback | None = None,
+        playbooks: PlaybookHooks | None = None,
         registry: CollectorRegistry | None = None,
         sources: Sequence[Source] | None = None,
         config_fetcher: ConfigFetcher | None = None,
@@ -74,7 +100,8 @@ class DaemonApp:
         )
         self.sources: list[Source] = list(sources) if sources is not None else self._sources()
         self.http: HttpServer | None = None
-        self._on_events = on_events
+        self._playbooks = playbooks
+        self._on_events = on_events or (playbooks.on_events if playbooks is not None else None)
         self._on_alerts = on_alerts
         self._health: dict[tuple[str, str], _TargetHealth] = {}
         self._queue: asyncio.Queue[list[IncidentEvent]] = asyncio.Queue()
@@ -115,6 +142,8 @@ class DaemonApp:
         if result.samples:
             self.engine.ingest(result.samples, now)
             self.metrics.samples_ingested.labels(source.name).inc(len(result.samples))
+            if self._playbooks is not None:
+                self._playbooks.observe(result.samples, now)
         self.metrics.observe_statuses(result.statuses)
         for status in result.statuses:
             health = self._health.setdefault((status.source, status.target), _TargetHealth())
@@ -191,7 +220,16 @@ class DaemonApp:
             if events:
                 self._queue.put_nowait(events)
                 self._want_configs()
+            await self._after_evaluation()
             await self._sleep(interval - (time.monotonic() - started))
+
+    async def _after_evaluation(self) -> None:
+        if self._playbooks is None or self.engine.last_evaluated is None:
+            return
+        try:
+            await self._playbooks.on_evaluated(self.engine.last_evaluated)
+        except Exception as exc:
+            self._log.error("playbook re-check failed", exc_info=exc)
 
     async def _dispatcher_loop(self) -> None:
         stopping = asyncio.create_task(self.supervisor.stopping.wait())
@@ -199,7 +237,7 @@ class DaemonApp:
             while True:
                 if self._queue.empty():
                     if stopping.done():
-                        return
+                        break
                     getter = asyncio.create_task(self._queue.get())
                     await asyncio.wait({getter, stopping}, return_when=asyncio.FIRST_COMPLETED)
                     if not getter.done():
@@ -211,6 +249,9 @@ class DaemonApp:
                 await self.dispatch(events)
         finally:
             stopping.cancel()
+        if self._playbooks is not None:
+            # Still inside this task's shutdown grace: in-flight actions get to finish.
+            await self._playbooks.drain()
 
     async def _model_config_loop(self) -> None:
         while not self.supervisor.stopping.is_set():
@@ -250,6 +291,10 @@ class DaemonApp:
 
     def _want_configs(self) -> None:
         self._config_wanted.set()
+
+    def refresh_model_configs(self) -> None:
+        """Re-read model configs soon (a playbook changed one)."""
+        self._want_configs()
 
     async def _refresh_configs(self) -> None:
         targets = {t.name: t for t in self.settings.targets}
@@ -340,7 +385,13 @@ class DaemonApp:
 
     def incidents_json(self) -> list[dict[str, Any]]:
         """Return the open incidents in the replay/CLI JSON form."""
-        return [event.as_dict() for event in self.engine.open_incidents()]
+        out = []
+        for event in self.engine.open_incidents():
+            item = event.as_dict()
+            if self._playbooks is not None:
+                item["actions"] = self._playbooks.actions_for(event.incident_id)
+            out.append(item)
+        return out
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def build(self) -> None:
@@ -371,6 +422,8 @@ class DaemonApp:
         )
         sup.add("http", self.http.serve_forever, stage=STAGE_HTTP)
         sup.add_cleanup("clients", self._close_clients)
+        if self._playbooks is not None:
+            sup.add_cleanup("playbooks", self._playbooks.close)
 
     def request_stop(self, reason: str = "requested") -> None:
         """Begin a graceful shutdown."""

@@ -108,11 +108,18 @@ class Dispatcher:
     async def tick(self, now: float) -> dict[str, list[Record]]:
         """Re-check open incidents whose playbooks wait for ``held_for``; return new records."""
         out: dict[str, list[Record]] = {}
-        for incident_id, event in list(self._open.items()):
-            records = await self._consider(event, now)
+        for incident_id in list(self._open):
+            records = await self.reconsider(incident_id, now)
             if records:
                 out[incident_id] = records
         return out
+
+    async def reconsider(self, incident_id: str, now: float) -> list[Record]:
+        """Re-check one open incident (``held_for`` reached, a guard cleared); [] if not open."""
+        event = self._open.get(incident_id)
+        if event is None:
+            return []
+        return await self._consider(event, now)
 
     def open_incidents(self) -> list[IncidentEvent]:
         """Return the latest event of every open incident."""
@@ -366,6 +373,10 @@ class Dispatcher:
                         reason=failure.reason,
                     )
                 )
+                if self.actions[step.action].kind == "notify":
+                    # A Slack outage must not stop (or undo) a remediation: record it, go on.
+                    failure = None
+                    continue
                 break
             records.append(
                 self._record(
