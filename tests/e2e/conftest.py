@@ -1,0 +1,43 @@
+"""One live lab run shared by the end-to-end tests: faults and a control, watched two ways."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+
+import pytest
+
+from daemon.lab.live_lab import Outcome, retimed, run_live
+from daemon.lab.scenario_runner import Scenario
+from daemon.lab.scenarios import SCENARIOS
+from daemon.lab.triton_server import TritonServerError, pytriton_root
+
+# Faults injected at once, each on its own Triton, plus a healthy control in its own namespace
+# (ingress counters join on namespace, so the control must not share one with a fault).
+FAULTS = ("batching_delay", "too_few_instances", "retry_storm", "cold_start")
+CONTROL = "healthy_steady"
+BASELINE_S = 60.0  # the engine needs about 50 s of healthy history for a baseline
+FAULT_S = 60.0  # detection must come within 60 s of onset
+MAX_DELAY_S = 60.0
+
+
+def _scenarios() -> list[Scenario]:
+    faults = [retimed(SCENARIOS[name], BASELINE_S, FAULT_S) for name in FAULTS]
+    control = dataclasses.replace(
+        retimed(SCENARIOS[CONTROL], BASELINE_S, FAULT_S), namespace="catalog"
+    )
+    return [*faults, control]
+
+
+@pytest.fixture(scope="session")
+def live_outcomes() -> dict[str, Outcome]:
+    """Run the faults and the control once, watched by a scraping and a Prometheus-reading daemon."""
+    try:
+        pytriton_root()
+    except TritonServerError as exc:
+        pytest.fail(str(exc))
+    if shutil.which("prometheus") is None:
+        pytest.fail("prometheus is not installed; run `make system-deps`")
+    outcomes = asyncio.run(run_live(_scenarios(), ways=("scrape", "prometheus")))
+    return {o.name: o for o in outcomes}
