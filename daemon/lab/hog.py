@@ -1,4 +1,4 @@
-"""CPU hog for node contention: fixed-work processes in their own, heavier-weighted session."""
+"""CPU hog for node contention: fixed-work hashing in its own, heavier-weighted session."""
 
 from __future__ import annotations
 
@@ -10,18 +10,25 @@ import subprocess
 import sys
 import weakref
 
+# hashlib releases the GIL on large buffers, so each thread keeps one core busy.
 _HOG_CODE = """
-import hashlib, os
+import hashlib, os, threading
 buf = os.urandom(1 << 20)
-for _ in range({rounds}):
-    hashlib.sha256(buf).digest()
+def work():
+    for _ in range({rounds}):
+        hashlib.sha256(buf).digest()
+threads = [threading.Thread(target=work) for _ in range({workers})]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
 """
 
 _LIVE: weakref.WeakSet[CpuHog] = weakref.WeakSet()
 
 
 class CpuHog:
-    """Start ``workers`` processes that each hash ``rounds`` MiB, then exit.
+    """One process with ``workers`` threads that each hash ``rounds`` MiB, then exit.
 
     The work is fixed (a bounded number of rounds), so the hog slows what shares the CPU with
     it rather than spinning until a deadline. The kernel shares CPU between autogroups
@@ -33,53 +40,41 @@ class CpuHog:
         self.workers = workers
         self.rounds = rounds
         self.autogroup_nice = autogroup_nice
-        self._procs: list[subprocess.Popen[bytes]] = []
+        self._proc: subprocess.Popen[bytes] | None = None
         self.autogroup_set = False
 
     def start(self) -> CpuHog:
-        """Start the workers (one session for all of them)."""
-        code = _HOG_CODE.format(rounds=self.rounds)
-        leader = subprocess.Popen(
-            [sys.executable, "-c", code],
+        """Start the hog in a new session and raise its autogroup's weight."""
+        _LIVE.add(self)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _HOG_CODE.format(rounds=self.rounds, workers=self.workers)],
             start_new_session=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self._procs.append(leader)
-        for _ in range(self.workers - 1):
-            # Join the leader's session and process group so that one autogroup holds them all.
-            self._procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", code],
-                    process_group=leader.pid,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
         try:
-            with open(f"/proc/{leader.pid}/autogroup", "w") as handle:
+            with open(f"/proc/{self._proc.pid}/autogroup", "w") as handle:
                 handle.write(str(self.autogroup_nice))
             self.autogroup_set = True
         except OSError:
+            # Without the weight the hog still runs, only less effectively (see DESIGN.md).
             self.autogroup_set = False
-        _LIVE.add(self)
         return self
 
     @property
-    def pids(self) -> list[int]:
-        """Process ids of the workers still running."""
-        return [p.pid for p in self._procs if p.poll() is None]
+    def pid(self) -> int | None:
+        """Process id of the running hog."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def stop(self) -> None:
-        """Kill every worker and reap it."""
-        for proc in self._procs:
+        """Kill the hog and reap it."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGKILL)
-        for proc in self._procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-        self._procs.clear()
         _LIVE.discard(self)
 
     def __enter__(self) -> CpuHog:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import time
 from pathlib import Path
@@ -56,17 +57,27 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    # SIGTERM unwinds like Ctrl-C, so servers, exporters and hogs are stopped on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
+    failed = []
     for name in names:
         scenario = SCENARIOS[name]
         if args.scale != 1.0:
             scenario = scaled(scenario, args.scale)
         began = time.monotonic()
-        labels = asyncio.run(run_scenario(scenario, args.out, raw_dir=args.raw))
-        print(
-            f"{name}: recorded in {time.monotonic() - began:.0f} s, load {labels['load']}",
-            flush=True,
-        )
-    return 0
+        try:
+            labels = asyncio.run(run_scenario(scenario, args.out, raw_dir=args.raw))
+        except Exception as exc:  # one broken scenario must not cost the others their recording
+            failed.append(name)
+            print(f"{name}: FAILED ({type(exc).__name__}: {exc})", flush=True)
+            continue
+        took = time.monotonic() - began
+        print(f"{name}: recorded in {took:.0f} s, load {labels['load']}", flush=True)
+    return 1 if failed else 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -124,8 +124,9 @@ class LabRun:
 
     def start_hog(self, workers: int, autogroup_nice: int) -> None:
         """Start a CPU hog on the node (stopped when the run ends)."""
-        hog = CpuHog(workers=workers, autogroup_nice=autogroup_nice).start()
+        hog = CpuHog(workers=workers, autogroup_nice=autogroup_nice)
         self.hogs.append(hog)
+        hog.start()
         self.event(
             "hog", workers=workers, autogroup_nice=autogroup_nice, weighted=hog.autogroup_set
         )
