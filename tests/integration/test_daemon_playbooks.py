@@ -1,0 +1,334 @@
+"""The daemon in-process with playbooks: synthetic Triton metrics → incident → audited actions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from daemon.cli.main import main
+from daemon.core.engine import Engine, EngineConfig
+from daemon.core.thresholds import Thresholds
+from daemon.lab.fake_slack import FakeSlack
+from daemon.runtime.audit_store import AuditStore
+from daemon.runtime.daemon_app import DaemonApp
+from daemon.runtime.playbook_runner import (
+    SHIPPED_PLAYBOOKS,
+    PlaybookRunner,
+    build_runner,
+    flight_recorder_dir,
+    playbook_dirs,
+)
+from daemon.settings import Settings, SlackSettings, TargetSettings
+from tests.fixtures_prometheus import MetricsServer
+
+# Short windows and holds so an incident opens within a second or two of scraping; the
+# defaults (30 s windows, 10 s hold) are tuned for 15 s scrape intervals, not a unit test.
+FAST = Thresholds(
+    rate_window_s=1.5,
+    stale_after_min_s=2.0,
+    hold_s=0.5,
+    resolve_after_s=1.0,
+    resolve_after_scrapes=2.0,
+)
+
+NOTIFY = """
+name: tell-the-batcher-story
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 1h}
+steps:
+  - action: slack.post
+    params: {channel: "#tritonguard-alerts", text: "{{ model }} waits in the batcher"}
+"""
+
+
+class BatchingTriton:
+    """A Triton exposition for one model whose requests wait ~90 ms in the batcher at 20 req/s.
+
+    Counters advance with wall time, as a live server's would; ``healthy`` makes the queue
+    wait vanish (the fix applied) so the incident resolves.
+    """
+
+    def __init__(self, rate: float = 20.0) -> None:
+        self.rate = rate
+        self.start = time.monotonic()
+        self.healthy = False
+        self._queue_us = 0.0
+        self._last = self.start
+
+    def render(self) -> str:
+        """Return the exposition now."""
+        now = time.monotonic()
+        per_req_queue = 500.0 if self.healthy else 90_000.0
+        self._queue_us += (now - self._last) * self.rate * per_req_queue
+        self._last = now
+        n = 10_000 + self.rate * (now - self.start)
+        labels = 'model="ranker",version="1"'
+        counters = {
+            "nv_inference_request_success": n,
+            "nv_inference_count": n,
+            "nv_inference_exec_count": n,
+            "nv_inference_queue_duration_us": 10_000 * 500.0 + self._queue_us,
+            "nv_inference_compute_input_duration_us": n * 50.0,
+            "nv_inference_compute_infer_duration_us": n * 5_000.0,
+            "nv_inference_compute_output_duration_us": n * 20.0,
+        }
+        counters["nv_inference_request_duration_us"] = (
+            counters["nv_inference_queue_duration_us"] + n * 5_070.0
+        )
+        lines = []
+        for name, value in counters.items():
+            lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {value:.0f}"]
+        lines += [
+            "# TYPE nv_inference_request_failure counter",
+            f'nv_inference_request_failure{{{labels},reason="REJECTED"}} 0',
+            "# TYPE nv_inference_pending_request_count gauge",
+            f"nv_inference_pending_request_count{{{labels}}} 0",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def settings(tmp_path: Path, server: MetricsServer, **extra: Any) -> Settings:
+    """Daemon settings scraping ``server`` fast, with the test playbook and an audit file."""
+    books = tmp_path / "books"
+    books.mkdir(exist_ok=True)
+    (books / "notify.yaml").write_text(NOTIFY)
+    values: dict[str, Any] = {
+        "targets": [
+            TargetSettings(name="t0", metrics_url=server.url, namespace="search", pod="ranker-0")
+        ],
+        "scrape_interval_s": 0.25,
+        "scrape_timeout_s": 0.5,
+        "scrape_jitter_s": 0.0,
+        "evaluation_interval_s": 0.25,
+        "listen": "127.0.0.1:0",
+        "shutdown_grace_s": 5.0,
+        "playbook_dirs": [books],
+        "audit_db_path": tmp_path / "audit.sqlite3",
+        "thresholds": FAST,
+        **extra,
+    }
+    return Settings(**values)
+
+
+def slack_of(fake: FakeSlack) -> SlackSettings:
+    """Slack settings pointing at the fake Web API."""
+    return SlackSettings(token=fake.token, channel="#tritonguard-alerts", base_url=fake.base_url)
+
+
+def daemon(s: Settings) -> tuple[DaemonApp, PlaybookRunner]:
+    """Build the daemon as `tritonguard run` does."""
+    engine = Engine(EngineConfig(thresholds=s.thresholds))
+    runner = build_runner(s, engine)
+    app = DaemonApp(s, engine=engine, playbooks=runner)
+    runner.on_change = app.refresh_model_configs
+    return app, runner
+
+
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    """Poll ``predicate`` until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+@asynccontextmanager
+async def running(app: DaemonApp) -> AsyncIterator[str]:
+    """Run the daemon; yield its base URL; stop it and require a clean exit."""
+    task = asyncio.create_task(app.run(install_signals=False))
+    await wait_for(lambda: app.http is not None and app.http.port != 0, 5.0)
+    assert app.http is not None
+    try:
+        yield f"http://127.0.0.1:{app.http.port}"
+    finally:
+        if not task.done():
+            app.request_stop("test finished")
+        await asyncio.wait_for(task, timeout=15)
+
+
+def decisions(runner: PlaybookRunner) -> list[dict[str, Any]]:
+    """Every decision of the daemon's audit trail."""
+    return runner.dispatcher.store.decisions()
+
+
+@pytest.fixture
+async def metrics() -> AsyncIterator[tuple[BatchingTriton, MetricsServer]]:
+    """Serve the exposition of a model stuck in its batcher."""
+    model = BatchingTriton()
+    server = await MetricsServer(render=model.render).start()
+    try:
+        yield model, server
+    finally:
+        await server.stop()
+
+
+async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
+    tmp_path: Path, metrics: tuple[BatchingTriton, MetricsServer], fake_slack: FakeSlack
+) -> None:
+    """With the global dry-run (the default) the playbook is planned, audited, never posted."""
+    _, server = metrics
+    s = settings(tmp_path, server, slack=slack_of(fake_slack))
+    assert s.dry_run is True
+    app, runner = daemon(s)
+    async with running(app) as base, aiohttp.ClientSession() as http:
+        await wait_for(lambda: any(d["status"] == "planned" for d in decisions(runner)))
+        async with http.get(f"{base}/api/incidents") as resp:
+            body = await resp.json()
+    [incident] = body["incidents"]
+    assert (incident["cause"], incident["model"], incident["pod"]) == (
+        "batching_delay",
+        "ranker",
+        "ranker-0",
+    )
+    [action] = incident["actions"]
+    assert action["action"] == "slack.post"
+    assert (action["status"], action["dry_run"]) == ("planned", True)
+    assert action["params"]["text"] == "ranker waits in the batcher"
+    assert fake_slack.messages == []
+    # The plan is in the SQLite file, not just in memory.
+    stored = AuditStore(s.audit_db_path)
+    try:
+        assert [(d["action"], d["status"]) for d in stored.decisions()] == [
+            ("slack.post", "planned")
+        ]
+        assert stored.incident(incident["id"]) is not None
+    finally:
+        stored.close()
+
+
+async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
+    tmp_path: Path, metrics: tuple[BatchingTriton, MetricsServer], fake_slack: FakeSlack
+) -> None:
+    """dry_run off runs the step; a restarted daemon on the same file is held by the cooldown."""
+    _, server = metrics
+    s = settings(tmp_path, server, slack=slack_of(fake_slack), dry_run=False)
+    app, runner = daemon(s)
+    async with running(app):
+        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
+    assert [(d["action"], d["status"], d["dry_run"]) for d in AuditTrail(s).rows()] == [
+        ("slack.post", "ran", False)
+    ]
+    assert [m.text for m in fake_slack.messages_in("tritonguard-alerts")] == [
+        "batching_delay on search/ranker (pod ranker-0): ranker waits in the batcher"
+    ]
+
+    again, runner2 = daemon(s)
+    async with running(again):
+        await wait_for(lambda: any(d["status"] == "skipped" for d in decisions(runner2)))
+    rows = AuditTrail(s).rows()
+    assert [(d["status"], d["guard"]) for d in rows] == [("ran", ""), ("skipped", "cooldown")]
+    assert rows[0]["incident_id"] != rows[1]["incident_id"]  # a new incident after the restart
+    assert len(fake_slack.messages) == 1
+
+
+class AuditTrail:
+    """Read the audit file of a stopped daemon."""
+
+    def __init__(self, s: Settings) -> None:
+        self.path = s.audit_db_path
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Return every decision."""
+        store = AuditStore(self.path)
+        try:
+            return store.decisions()
+        finally:
+            store.close()
+
+
+VERIFY_SLOWLY = """
+name: post-then-verify
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 1h}
+steps:
+  - action: slack.post
+    params: {channel: "#tritonguard-alerts"}
+verify:
+  wait: 2s
+  checks: [{feature: queue_share, below: 0.5}]
+"""
+
+
+async def test_sigterm_waits_for_in_flight_actions_and_evaluation_goes_on(
+    tmp_path: Path, metrics: tuple[BatchingTriton, MetricsServer], fake_slack: FakeSlack
+) -> None:
+    """A verify wait runs beside evaluation; a stop during it lets it finish within the grace.
+
+    The model turns healthy during the wait, so the verify (reading the engine's live
+    features) passes: the daemon kept scraping and evaluating while the playbook waited.
+    """
+    model, server = metrics
+    s = settings(tmp_path, server, slack=slack_of(fake_slack), dry_run=False)
+    (s.playbook_dirs[0] / "notify.yaml").write_text(VERIFY_SLOWLY)
+    app, runner = daemon(s)
+    async with running(app):
+        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
+        evaluations = app.engine.evaluations
+        model.healthy = True
+        await asyncio.sleep(0.8)
+        assert runner.in_flight() == 1
+        assert app.engine.evaluations > evaluations  # the wait does not hold evaluation up
+        stop_at = time.monotonic()
+        app.request_stop("SIGTERM")
+    stopped_after = time.monotonic() - stop_at
+    rows = AuditTrail(s).rows()
+    assert [(d["action"], d["status"]) for d in rows] == [("slack.post", "ran"), ("verify", "ran")]
+    assert rows[1]["detail"]["values"]["queue_share"] < 0.5
+    assert 0.5 < stopped_after < s.shutdown_grace_s
+
+
+async def test_shutdown_grace_cancels_actions_that_take_too_long(
+    tmp_path: Path, metrics: tuple[BatchingTriton, MetricsServer], fake_slack: FakeSlack
+) -> None:
+    """An action still waiting when the grace period ends is cancelled; the daemon exits."""
+    _, server = metrics
+    s = settings(tmp_path, server, slack=slack_of(fake_slack), dry_run=False, shutdown_grace_s=0.5)
+    (s.playbook_dirs[0] / "notify.yaml").write_text(VERIFY_SLOWLY.replace("wait: 2s", "wait: 60s"))
+    app, runner = daemon(s)
+    async with running(app):
+        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
+        assert runner.in_flight() == 1
+        stop_at = time.monotonic()
+        app.request_stop("SIGTERM")
+    assert time.monotonic() - stop_at < 5.0
+    assert [d["action"] for d in AuditTrail(s).rows()] == ["slack.post"]
+
+
+def test_shipped_playbooks_are_the_default(tmp_path: Path) -> None:
+    """Without playbook_dirs the daemon loads the shipped playbooks; traces go next to the DB."""
+    s = Settings(audit_db_path=tmp_path / "db" / "audit.sqlite3")
+    assert playbook_dirs(s) == [SHIPPED_PLAYBOOKS]
+    runner = build_runner(s, Engine())
+    try:
+        names = {b.name for b in runner.dispatcher.playbooks}
+        assert "batching-delay-lower-queue-delay" in names
+        assert runner.dispatcher.settings.dry_run is True
+        assert flight_recorder_dir(s.audit_db_path) == tmp_path / "db" / "audit-incidents"
+    finally:
+        runner.dispatcher.store.close()
+
+
+def test_bad_playbook_stops_start_up_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tritonguard run` with a broken playbook exits 2 with file:line:col on one line."""
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "bad.yaml").write_text(NOTIFY.replace("slack.post", "slack.pots"))
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"playbook_dirs: [{books}]\naudit_db_path: {tmp_path / 'a.sqlite3'}\nlisten: 127.0.0.1:0\n"
+    )
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"tritonguard: {books / 'bad.yaml'}:6:13: unknown action 'slack.pots'")
