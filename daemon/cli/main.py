@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from daemon import __version__
-from daemon.cli import cmd_diagnose, cmd_playbooks, cmd_replay, cmd_run
+from daemon.cli import cmd_demo, cmd_diagnose, cmd_playbooks, cmd_replay, cmd_run
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_diagnose.register(sub)
     cmd_run.register(sub)
     cmd_playbooks.register(sub)
+    cmd_demo.register(sub)
     return parser
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from daemon.clients.metrics_scraper import MetricsScraper
 from daemon.clients.prometheus_query import PrometheusQueryClient
-from daemon.core.engine import Engine
+from daemon.core.engine import Engine, EngineConfig
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.metric_names import is_consumed
 from daemon.lab.exporters import LabExporters
@@ -34,6 +34,7 @@ from daemon.lab.repository import write_model
 from daemon.lab.scenario_runner import LabRun, Load, Scenario
 from daemon.lab.triton_server import TritonServer, free_port
 from daemon.runtime.daemon_app import DaemonApp
+from daemon.runtime.playbook_runner import PlaybookRunner, build_runner
 from daemon.settings import Settings, TargetSettings
 from daemon.sources.prometheus import PrometheusSource
 from daemon.sources.scrape import ScrapeSource
@@ -299,6 +300,8 @@ class LabWatch:
         node: NodeExporter | None,
         evaluation_interval_s: float = 2.0,
         hook: EventsHook | None = None,
+        playbooks: bool = False,
+        act: bool = False,
     ) -> None:
         if way not in WAYS:
             raise ValueError(f"way must be one of {WAYS}, not {way!r}")
@@ -307,10 +310,14 @@ class LabWatch:
         self.node = node
         self.evaluation_interval_s = evaluation_interval_s
         self.hook = hook
+        self.playbooks = playbooks
+        self.act = act
+        self.runner: PlaybookRunner | None = None
         self.events: list[IncidentEvent] = []
         self.prometheus: PrometheusServer | None = None
         self.app: DaemonApp | None = None
         self._task: asyncio.Task[None] | None = None
+        self._workdir = Path(tempfile.mkdtemp(prefix=f"tritonguard-watch-{way}-"))
 
     def _min_interval(self) -> float:
         return min((s.scenario.scrape_interval_s for s in self.scenarios), default=5.0)
@@ -360,15 +367,41 @@ class LabWatch:
             listen=f"127.0.0.1:{free_port()}",
             shutdown_grace_s=5.0,
             log_level="warning",
+            dry_run=not self.act,
+            audit_db_path=self._workdir / "audit.sqlite3",
         )
-        self.app = DaemonApp(settings, sources=sources, on_events=self._on_events)
+        engine = Engine(EngineConfig(thresholds=settings.thresholds))
+        if self.playbooks:
+            # The shipped playbooks, as `tritonguard run` loads them when none are configured.
+            self.runner = build_runner(settings, engine)
+            if self.act:
+                # Each shipped playbook is dry-run in its own guards too; acting on the lab's
+                # local servers is what --act asks for.
+                d = self.runner.dispatcher
+                d.playbooks = [
+                    b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
+                    for b in d.playbooks
+                ]
+        self.app = DaemonApp(
+            settings,
+            engine=engine,
+            sources=sources,
+            on_events=self._on_events,
+            playbooks=self.runner,
+        )
         self._task = asyncio.create_task(self.app.run(install_signals=False))
         return self.app
 
     async def _on_events(self, events: list[IncidentEvent]) -> None:
         self.events.extend(events)
+        if self.runner is not None:
+            await self.runner.on_events(events)
         if self.hook is not None:
             await self.hook(self.way, events)
+
+    def actions(self, incident_id: str) -> list[dict[str, Any]]:
+        """Return what the playbooks did (or planned) for an incident so far."""
+        return [] if self.runner is None else self.runner.actions_for(incident_id)
 
     async def stop(self) -> None:
         """Stop the daemon and Prometheus."""
@@ -380,6 +413,7 @@ class LabWatch:
         if self.prometheus is not None:
             await asyncio.to_thread(self.prometheus.stop)
             self.prometheus = None
+        shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 def judge(outcome: Outcome, way: str, events: Sequence[IncidentEvent]) -> None:

@@ -1,0 +1,70 @@
+"""`tritonguard demo`: local Tritons, the daemon watching them, faults injected in turn, live."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from rich.console import Console
+
+from daemon.core.findings import CAUSES
+from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, plan_demo, run_demo
+from daemon.lab.triton_server import TritonServerError, pytriton_root
+from daemon.logs import configure_logging
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `demo` subcommand."""
+    p = sub.add_parser(
+        "demo",
+        help="inject faults into local Tritons and watch the daemon diagnose them",
+        description=(
+            "Start a real local Triton per fault (the lab), run the daemon against them, inject "
+            f"faults in turn (default: {', '.join(DEFAULT_FAULTS)}) and show live what it "
+            "diagnoses, what its playbooks plan, and latency before and after. "
+            "Exit 0 when every fault was diagnosed, 1 otherwise."
+        ),
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CAUSE",
+        choices=CAUSES,
+        help="inject only this cause (repeatable); one of: " + ", ".join(CAUSES),
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"shorter run: {', '.join(QUICK_FAULTS)} with shorter phases (about 3 min)",
+    )
+    p.add_argument(
+        "--act",
+        action="store_true",
+        help="let the shipped playbooks act on the local lab servers instead of planning only",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; Ctrl-C stops every server and process it started."""
+    console = Console()
+    try:
+        plan = plan_demo(args.only, quick=args.quick, act=args.act)
+        pytriton_root()
+    except (DemoError, TritonServerError) as exc:
+        print(f"tritonguard demo: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # The demo shows the daemon's conclusions itself; only its problems go to the log.
+    configure_logging("console", "error")
+    try:
+        return asyncio.run(run_demo(plan, console))
+    except KeyboardInterrupt:
+        console.print("interrupted: every server and process the demo started is stopped")
+        return EXIT_INTERRUPTED
+    except TritonServerError as exc:
+        print(f"tritonguard demo: {exc}", file=sys.stderr)
+        return EXIT_FAIL
