@@ -1,0 +1,97 @@
+"""The live-run plumbing without servers: retiming, judging incidents, Prometheus config, demo plans."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from daemon.core.findings import Fix, IncidentEvent, Subject
+from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, plan_demo
+from daemon.lab.detect_live import cell
+from daemon.lab.live_lab import Outcome, judge, retimed
+from daemon.lab.loadgen import rate_at
+from daemon.lab.prometheus_server import ScrapeJob, render_config
+from daemon.lab.scenarios import SCENARIOS
+
+
+def _event(kind: str, cause: str, model: str, at: float, ns: str = "vision") -> IncidentEvent:
+    return IncidentEvent(
+        event=kind,  # type: ignore[arg-type]
+        incident_id=f"{ns}/{model}/{cause}",
+        cause=cause,
+        subject=Subject(ns, model, f"{model}-0"),
+        at=at,
+        confidence=0.8,
+        summary="",
+        evidence={},
+        fix=Fix("x"),
+        opened_at=at,
+    )
+
+
+def test_retimed_moves_the_onset_and_the_fault_load_with_it() -> None:
+    """The rate schedule keeps its shape relative to the new onset and ends with the new phase."""
+    s = retimed(SCENARIOS["too_few_instances"], baseline_s=50, fault_s=40)
+    assert (s.baseline_s, s.fault_s) == (50, 40)
+    (load,) = s.loads
+    assert load.spec.duration_s == 90
+    assert rate_at(load.spec.schedule, 49, 90) == 15
+    assert rate_at(load.spec.schedule, 55, 90) == pytest.approx(23.5)
+    assert rate_at(load.spec.schedule, 70, 90) == 32
+
+
+def test_retimed_starts_a_load_that_began_at_onset_at_the_new_onset() -> None:
+    """memory_copy's large-input client starts at the onset, wherever the onset moves."""
+    s = retimed(SCENARIOS["memory_copy"], baseline_s=30, fault_s=20)
+    small, large = s.loads
+    assert (small.start_s, small.spec.duration_s) == (0, 30)
+    assert (large.start_s, large.spec.duration_s) == (30, 20)
+
+
+def test_judge_takes_the_first_right_incident_after_onset_and_keeps_the_rest() -> None:
+    """A right cause after onset is the detection; a wrong cause or a pre-onset alarm is kept."""
+    out = Outcome("too_few_instances", "too_few_instances", "vision", "detector", onset_at=100.0)
+    judge(
+        out,
+        "scrape",
+        [
+            _event("opened", "node_contention", "detector", 90),
+            _event("opened", "too_few_instances", "other-model", 110),
+            _event("opened", "too_few_instances", "detector", 118),
+            _event("updated", "too_few_instances", "detector", 140),
+        ],
+    )
+    assert out.detections["scrape"].delay_s == 18
+    assert [e.cause for e in out.other["scrape"]] == ["node_contention"]
+    assert cell(out, "scrape") == "yes, 18 s (also: node_contention -10 s)"
+    assert cell(out, "prometheus") == "no"
+
+
+def test_judge_counts_anything_opened_on_a_control_as_a_false_alarm() -> None:
+    """A healthy control has no detection; every incident opened on it is reported."""
+    out = Outcome("healthy_steady", None, "ml", "tagger", onset_at=100.0)
+    judge(out, "prometheus", [_event("opened", "cold_start", "tagger", 130, ns="ml")])
+    assert not out.detections
+    assert cell(out, "prometheus") == "opened cold_start +30 s"
+
+
+def test_prometheus_config_gives_each_job_its_interval_and_labels() -> None:
+    """The generated scrape config is what Prometheus reads: per-job interval, target labels."""
+    text = render_config(
+        [ScrapeJob("t", ["127.0.0.1:8002"], 2.0, {"namespace": "ml", "pod": "p-0"})]
+    )
+    (job,) = yaml.safe_load(text)["scrape_configs"]
+    assert job["scrape_interval"] == "2000ms"
+    assert job["static_configs"] == [
+        {"targets": ["127.0.0.1:8002"], "labels": {"namespace": "ml", "pod": "p-0"}}
+    ]
+
+
+def test_demo_plans() -> None:
+    """Default, quick and --only plans pick their faults; an unknown cause is a clear error."""
+    assert plan_demo().faults == DEFAULT_FAULTS
+    assert plan_demo(quick=True).faults == QUICK_FAULTS
+    assert plan_demo(["retry_storm", "retry_storm"]).faults == ("retry_storm",)
+    assert plan_demo().total_s() < 300
+    with pytest.raises(DemoError, match="unknown cause 'slow'"):
+        plan_demo(["slow"])
