@@ -12,15 +12,22 @@ from typing import Any
 import aiohttp
 import pytest
 
+from daemon.actions.registry import catalog
 from daemon.cli.main import main
+from daemon.clients.triton_api import TritonClient
 from daemon.core.engine import Engine, EngineConfig
+from daemon.core.findings import Fix, IncidentEvent, Subject
+from daemon.core.guards import GuardSettings
+from daemon.core.playbook_model import load_playbooks_text
 from daemon.core.thresholds import Thresholds
 from daemon.lab.fake_slack import FakeSlack
 from daemon.runtime.audit_store import AuditStore
 from daemon.runtime.daemon_app import DaemonApp
+from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
 from daemon.runtime.playbook_runner import (
     SHIPPED_PLAYBOOKS,
     PlaybookRunner,
+    TritonDirectory,
     build_runner,
     flight_recorder_dir,
     playbook_dirs,
@@ -332,3 +339,90 @@ def test_bad_playbook_stops_start_up_with_one_line(
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
     assert err.startswith(f"tritonguard: {books / 'bad.yaml'}:6:13: unknown action 'slack.pots'")
+
+
+def test_triton_clients_are_found_by_namespace_and_pod_as_scraped() -> None:
+    """Subjects map to targets by (namespace, pod), by instance when a target has no pod."""
+    s = Settings(
+        targets=[
+            TargetSettings(
+                name="a",
+                metrics_url="http://127.0.0.1:8002/metrics",
+                triton_url="http://127.0.0.1:8000",
+                namespace="prod",
+                pod="triton-a",
+            ),
+            TargetSettings(
+                name="b",
+                metrics_url="http://127.0.0.1:9002/metrics",
+                triton_url="http://127.0.0.1:9000",
+            ),
+            TargetSettings(name="c", metrics_url="http://127.0.0.1:7002/metrics", namespace="x"),
+        ]
+    )
+    tritons = TritonDirectory.from_settings(s)
+    a = tritons.for_subject(Subject("prod", "m", "triton-a"))
+    b = tritons.for_subject(Subject("", "m", "127.0.0.1:9002"))
+    assert isinstance(a, TritonClient) and a.base_url == "http://127.0.0.1:8000"
+    assert isinstance(b, TritonClient) and b.base_url == "http://127.0.0.1:9000"
+    assert tritons.for_subject(Subject("prod", "m", "")) is a  # model-wide: the only one there
+    assert tritons.for_subject(Subject("prod", "m", "triton-z")) is None
+    assert tritons.for_subject(Subject("x", "m", "127.0.0.1:7002")) is None  # no triton_url
+
+
+WAIT_THEN_CHECK = """
+name: wait-then-check
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 1h}
+steps:
+  - action: verify
+    params: {wait: 5s, checks: [{feature: queue_share, below: 0.5}]}
+"""
+
+
+async def test_a_resolution_waits_for_the_playbook_acting_on_its_subject() -> None:
+    """Transitions on one subject run in order; the caller never waits for a playbook."""
+    release = asyncio.Event()
+
+    async def held_sleep(seconds: float) -> None:
+        await release.wait()
+
+    books = load_playbooks_text(WAIT_THEN_CHECK, "t.yaml", catalog())
+    dispatcher = Dispatcher(
+        books,
+        AuditStore(),
+        settings=GuardSettings(dry_run=False),
+        env=DispatchEnv(feature_value=lambda s, n, t: 0.1, sleep=held_sleep),
+    )
+    runner = PlaybookRunner(dispatcher)
+    opened = incident_event("opened")
+    started = time.monotonic()
+    assert await runner.on_events([opened]) == []
+    await runner.on_events([incident_event("resolved")])
+    assert time.monotonic() - started < 0.5
+    await asyncio.sleep(0.1)
+    assert runner.in_flight() == 2
+    assert dispatcher.store.incident(opened.incident_id)["resolved_at"] is None  # type: ignore[index]
+    await runner.on_evaluated(time.time())  # the subject is busy: no second check is started
+    assert runner.in_flight() == 2
+    release.set()
+    await asyncio.wait_for(runner.drain(), 2.0)
+    assert [d["status"] for d in dispatcher.store.decisions()] == ["ran"]
+    assert dispatcher.store.incident(opened.incident_id)["resolved_at"] is not None  # type: ignore[index]
+
+
+def incident_event(kind: str) -> IncidentEvent:
+    """Return a batching_delay transition on one subject."""
+    now = time.time()
+    return IncidentEvent(
+        event=kind,  # type: ignore[arg-type]
+        incident_id="inc-1",
+        cause="batching_delay",
+        subject=Subject("prod", "ranker", "triton-a"),
+        at=now,
+        confidence=0.9,
+        summary="queue wait dominates",
+        evidence={},
+        fix=Fix("lower max_queue_delay_microseconds"),
+        opened_at=now,
+    )
