@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 
 from rich.console import Console
 
 from daemon.core.findings import CAUSES
-from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, plan_demo, run_demo
+from daemon.lab.demo import (
+    DEFAULT_FAULTS,
+    QUICK_FAULTS,
+    DemoError,
+    DemoPlan,
+    plan_demo,
+    run_demo,
+)
 from daemon.lab.triton_server import TritonServerError, pytriton_root
 from daemon.logs import configure_logging
 
@@ -61,10 +69,18 @@ def run(args: argparse.Namespace) -> int:
     # The demo shows the daemon's conclusions itself; only its problems go to the log.
     configure_logging("console", "error")
     try:
-        return asyncio.run(run_demo(plan, console))
-    except KeyboardInterrupt:
+        return asyncio.run(_demo(plan, console))
+    except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("interrupted: every server and process the demo started is stopped")
         return EXIT_INTERRUPTED
     except TritonServerError as exc:
         print(f"tritonguard demo: {exc}", file=sys.stderr)
         return EXIT_FAIL
+
+
+async def _demo(plan: DemoPlan, console: Console) -> int:
+    # SIGTERM (a CI job cancelled, `timeout`) stops the demo as cleanly as Ctrl-C does.
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await run_demo(plan, console)
