@@ -62,7 +62,9 @@ class Window:
     batch: float
     pending_max: float
     gpu_util: float
+    pcie_rx: float
     throttled: float
+    triton_cpu: float
     node_busy: float
     ingress_rate: float
     ingress_errors: float
@@ -145,7 +147,9 @@ def window(series: Series, model: str, lo: float, hi: float, start: float) -> Wi
         batch=inferences / execs if execs else nan,
         pending_max=gauge("nv_inference_pending_request_count", "max", model=model),
         gpu_util=gauge("DCGM_FI_DEV_GPU_UTIL"),
+        pcie_rx=gauge("DCGM_FI_PROF_PCIE_RX_BYTES") / 1e6,
         throttled=throttled / periods if periods else nan,
+        triton_cpu=inc("container_cpu_usage_seconds_total") / dt,
         node_busy=1 - idle / (dt * cpus) if cpus else nan,
         ingress_rate=ingress / dt,
         ingress_errors=(ingress - ok) / dt,
@@ -163,7 +167,9 @@ COLUMNS = (
     ("batch", "avg batch", "{:.2f}"),
     ("pending_max", "pending max", "{:.0f}"),
     ("gpu_util", "GPU util %", "{:.0f}"),
+    ("pcie_rx", "PCIe RX MB/s", "{:.1f}"),
     ("throttled", "throttled ratio", "{:.2f}"),
+    ("triton_cpu", "Triton CPU cores", "{:.2f}"),
     ("node_busy", "node CPU busy", "{:.2f}"),
     ("ingress_rate", "ingress att/s", "{:.1f}"),
     ("ingress_errors", "ingress non-200/s", "{:.1f}"),
