@@ -36,6 +36,12 @@ class Thresholds(BaseModel):
     symptom_latency_ratio: float = Field(1.6, description="Mean latency vs baseline.")
     symptom_p99_ratio: float = Field(1.8, description="p99 (summary) vs baseline.")
     symptom_min_increase_us: float = Field(3000.0, description="Ignore sub-3 ms wobbles.")
+    sustained_ratio: float = Field(
+        1.3, description="Median per-scrape latency vs baseline for a lasting (not spiky) symptom."
+    )
+    sustained_min_increase_us: float = Field(
+        1000.0, description="...and at least this much higher."
+    )
     slo_p99_us: float | None = Field(None, description="Optional absolute p99 SLO (µs).")
     slo_mean_us: float | None = Field(None, description="Optional absolute mean latency SLO (µs).")
     no_baseline_queue_us: float = Field(
@@ -54,6 +60,8 @@ class Thresholds(BaseModel):
     cpu_saturated: float = Field(0.85, description="CPU use vs quota / host that is saturated.")
     throttled_high: float = Field(0.2, description="Share of CFS periods throttled that is high.")
     input_share_high: float = Field(0.3, description="compute_input(+output) share of compute.")
+    copy_share_growth: float = Field(3.0, description="Copy share vs baseline that is growth.")
+    copy_explains: float = Field(0.3, description="Share of the latency rise that copies explain.")
     queue_delay_match_low: float = Field(
         0.25, description="Queue time / max_queue_delay lower bound."
     )

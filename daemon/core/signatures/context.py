@@ -136,10 +136,10 @@ def symptom_of(
     sustained = bool(reasons)
     base_lat = base.get("mean_latency_us") if base is not None else None
     if sustained and recent and base_lat:
+        # Most scrapes of the window must be slow, not a few spikes lifting the mean.
         mid = median(recent)
         sustained = (
-            mid >= t.symptom_latency_ratio * base_lat
-            and mid - base_lat >= t.symptom_min_increase_us
+            mid >= t.sustained_ratio * base_lat and mid - base_lat >= t.sustained_min_increase_us
         )
     return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
 

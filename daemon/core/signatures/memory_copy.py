@@ -9,40 +9,56 @@ CAUSE = "memory_copy"
 
 
 def check(ctx: Context) -> Finding | None:
-    """Input/output handling takes a large, growing share of compute; CPU is not the limit."""
+    """Input/output copies take a large or sharply grown share of compute and explain the rise."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
     if not ctx.symptom.sustained or f.input_share is None or f.output_share is None:
         return None
     share = f.input_share + f.output_share
-    if share < t.input_share_high:
-        return None
-    base_share = None
+    copy_us = (f.compute_input_us or 0.0) + (f.compute_output_us or 0.0)
+    base_share = base_copy = base_lat = None
     if b is not None and b.get("input_share") is not None:
         base_share = (b.get("input_share") or 0.0) + (b.get("output_share") or 0.0)
-        if share < base_share + 0.1 and share < 1.5 * base_share:
-            return None  # always copy-heavy and not growing: the copies did not explode latency
+        base_copy = (b.get("compute_input_us") or 0.0) + (b.get("compute_output_us") or 0.0)
+        base_lat = b.get("mean_latency_us")
+    explains = None
+    if base_copy is not None and base_lat is not None and f.mean_latency_us is not None:
+        rise = f.mean_latency_us - base_lat
+        explains = (copy_us - base_copy) / rise if rise > 0 else None
+    large = share >= t.input_share_high and (
+        base_share is None or share >= base_share + 0.1 or share >= 1.5 * base_share
+    )
+    # A copy share that multiplied and accounts for much of the latency rise is the mechanism
+    # even before copies dominate compute (bigger inputs also slow the kernels that read them).
+    grown = (
+        base_share is not None
+        and share >= max(0.08, t.copy_share_growth * base_share)
+        and explains is not None
+        and explains >= t.copy_explains
+    )
+    if not (large or grown):
+        return None
     if f.container_cpu_saturation is not None and f.container_cpu_saturation >= 0.95:
         return None  # copies may be slow because the CPU is starved: cpu_bottleneck owns that
     ev = symptom_evidence(ctx)
     ev["copy_share_of_compute"] = ctx.ev(
         share, "ratio", "Δ(compute_input+compute_output) / Δcompute"
     )
-    ev["compute_input_ms"] = ctx.ev(ms(f.compute_input_us), "ms", "compute_input per request")
+    ev["copy_ms"] = ctx.ev(ms(copy_us), "ms", "compute_input + compute_output per request")
     conf = 0.6
     if base_share is not None:
-        ev["baseline_copy_share"] = ctx.ev(
-            base_share, "ratio", "median healthy copy share", b.span_s if b else 0.0
-        )
-        conf += 0.15
+        span = b.span_s if b else 0.0
+        ev["baseline_copy_share"] = ctx.ev(base_share, "ratio", "median healthy copy share", span)
+        conf += 0.1
+    if explains is not None:
+        ev["copy_share_of_latency_rise"] = ctx.ev(explains, "ratio", "Δcopy time / Δmean latency")
+        conf += 0.1 if explains >= t.copy_explains else 0.0
     for key, val in (("pcie_rx_bps", f.pcie_rx_bps), ("pcie_tx_bps", f.pcie_tx_bps)):
         if val is not None:
             ev[key] = ctx.ev(val, "B/s", "DCGM PCIe throughput")
             ratio = b.ratio(key, val, floor=1.0) if b else None
             if ratio is not None and ratio >= 1.5:
-                conf += 0.05
+                conf += 0.1
     if f.container_cpu_saturation is not None and f.container_cpu_saturation < t.cpu_saturated:
-        conf += 0.05
-    if f.gpu_util is not None and f.gpu_util >= t.gpu_underused:
         conf += 0.05
     text = (
         "Cut copies before scaling: send inputs in the layout and dtype the model expects (no "
@@ -51,9 +67,10 @@ def check(ctx: Context) -> Finding | None:
         "tensor data instead of JSON."
     )
     summary = (
-        f"Moving tensors dominates: {share:.0%} of compute time is input/output handling "
-        f"({ms(f.compute_input_us) or 0:.1f} ms of input copy per request)"
+        f"Moving tensors dominates the slowdown: input/output handling is {share:.0%} of compute "
+        f"({ms(copy_us) or 0:.1f} ms per request)"
         + (f", up from {base_share:.0%}" if base_share is not None else "")
+        + (f", and explains {explains:.0%} of the latency rise" if explains is not None else "")
         + "."
     )
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, "", ""))
