@@ -102,7 +102,12 @@ def worst_interval_ms(series: Series, model: str, lo: float, hi: float, start: f
 
 def window(series: Series, model: str, lo: float, hi: float, start: float) -> Window:
     """Compute the phase aggregates of ``model`` between ``lo`` and ``hi``."""
-    dt = max(1e-9, hi - lo)
+    # Rates divide by the time the counters' increases really span (scrape to scrape).
+    stamps = sorted({t for pts in series.values() for t, _ in pts})
+    earlier = [t for t in stamps if t < lo]
+    inside = [t for t in stamps if lo <= t <= hi]
+    first = earlier[-1] if earlier else (inside[0] if inside else lo)
+    dt = max(1e-9, (inside[-1] if inside else hi) - first)
 
     def inc(name: str, **match: str) -> float:
         return sum(increase(p, lo, hi, start) for p in _select(series, name, **match))
@@ -116,8 +121,6 @@ def window(series: Series, model: str, lo: float, hi: float, start: float) -> Wi
         ]
         if not values:
             return float("nan")
-        if how == "last":
-            return values[-1]
         return max(values) if how == "max" else sum(values) / len(values)
 
     success = inc("nv_inference_request_success", model=model)
@@ -140,7 +143,7 @@ def window(series: Series, model: str, lo: float, hi: float, start: float) -> Wi
         rate=success / dt,
         queue_share=queue_us / request_us if request_us else nan,
         mean_ms=request_us / (success + failures) / 1e3 if success + failures else nan,
-        p99_ms=gauge("nv_inference_request_summary_us", "last", model=model, quantile="0.99") / 1e3,
+        p99_ms=gauge("nv_inference_request_summary_us", "max", model=model, quantile="0.99") / 1e3,
         worst_ms=worst_interval_ms(series, model, lo, hi, start),
         compute_ms=c_inf / inferences / 1e3 if inferences else nan,
         input_share=c_in / (c_in + c_inf + c_out) if c_in + c_inf + c_out else nan,
@@ -160,7 +163,7 @@ COLUMNS = (
     ("rate", "req/s", "{:.1f}"),
     ("queue_share", "queue share", "{:.2f}"),
     ("mean_ms", "mean ms", "{:.0f}"),
-    ("p99_ms", "p99 ms (summary, at end)", "{:.0f}"),
+    ("p99_ms", "p99 ms (summary, max)", "{:.0f}"),
     ("worst_ms", "worst scrape-interval mean ms", "{:.0f}"),
     ("compute_ms", "infer ms/inference", "{:.1f}"),
     ("input_share", "compute_input share", "{:.3f}"),
