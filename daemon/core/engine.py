@@ -182,7 +182,7 @@ class Engine:
         symptom = symptom_of(f, base, self.t, recent)
         events_seen = self._reload_events(reader, key, now)
         spikes = find_spikes(
-            per_scrape, self.t.spike_factor, merge_s=max(self.t.burst_merge_s, 2.5 * f.interval_s)
+            per_scrape, self.t.spike_factor, merge_s=max(self.t.burst_merge_s, 1.5 * f.interval_s)
         )
         ctx = Context(
             subject=subject,

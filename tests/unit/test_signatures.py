@@ -310,3 +310,43 @@ def test_model_reload_double_loads_count_as_one_burst() -> None:
         ]
     events = run_engine(triton_model(phases, interval=2.5), interval=2.5)
     assert "model_reload" in causes(events)
+
+
+def test_memory_copy_fires_when_bytes_per_inference_multiply() -> None:
+    """Conversions inside the model show as infer time; PCIe bytes per inference give it away."""
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=15, input_ms=0.06, infer_ms=5.4, output_ms=0.2),
+            Phase(24, rps=15, input_ms=0.7, infer_ms=11.8, output_ms=0.2, queue_ms=2),
+        ],
+        interval=IV,
+    )
+    series['DCGM_FI_PROF_PCIE_RX_BYTES{namespace="prod",pod="triton-0",gpu="0"}'] = gauge(
+        [(4.5e6, BASE_N + 1), (1.1e8, 24)]
+    )
+    assert_detected(run_engine(series, interval=IV), "memory_copy")
+
+
+def test_memory_copy_quiet_when_bytes_did_not_grow() -> None:
+    """The same compute inflation at unchanged bytes per inference is not a copy problem."""
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=15, input_ms=0.06, infer_ms=5.4, output_ms=0.2),
+            Phase(24, rps=15, input_ms=0.07, infer_ms=11.8, output_ms=0.2, queue_ms=2),
+        ],
+        interval=IV,
+    )
+    series['DCGM_FI_PROF_PCIE_RX_BYTES{namespace="prod",pod="triton-0",gpu="0"}'] = gauge(
+        [(4.5e6, BASE_N + 1), (4.6e6, 24)]
+    )
+    assert "memory_copy" not in causes(run_engine(series, interval=IV))
+
+
+def test_spikes_in_every_other_scrape_are_not_sustained() -> None:
+    """Reloads every 10 s at 5 s scrapes lift the mean but are reload churn, not a lasting cause."""
+    phases = [Phase(BASE_N, rps=15, infer_ms=10)]
+    for _ in range(10):
+        phases += [Phase(1, rps=15, infer_ms=30, queue_ms=40), Phase(1, rps=15, infer_ms=10)]
+    found = causes(run_engine(triton_model(phases, interval=IV), interval=IV))
+    assert "model_reload" in found
+    assert found <= {"model_reload"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from statistics import median
 
 from daemon.core.features import FeatureSet
 from daemon.core.findings import Evidence, Subject
@@ -136,12 +135,22 @@ def symptom_of(
     sustained = bool(reasons)
     base_lat = base.get("mean_latency_us") if base is not None else None
     if sustained and recent and base_lat:
-        # Most scrapes of the window must be slow, not a few spikes lifting the mean.
-        mid = median(recent)
+        # Two thirds of the window's scrapes must be slow: spikes in every other scrape (reload
+        # churn) lift the mean and even the median, but not the lower tercile.
+        low = lower_tercile(recent)
         sustained = (
-            mid >= t.sustained_ratio * base_lat and mid - base_lat >= t.sustained_min_increase_us
+            low >= t.sustained_ratio * base_lat and low - base_lat >= t.sustained_min_increase_us
         )
     return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
+
+
+def lower_tercile(values: list[float]) -> float:
+    """Return the 1/3 quantile (linear interpolation), the value two thirds of scrapes exceed."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) / 3
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def symptom_evidence(ctx: Context) -> dict[str, Evidence]:

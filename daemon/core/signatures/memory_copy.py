@@ -35,7 +35,19 @@ def check(ctx: Context) -> Finding | None:
         and explains is not None
         and explains >= t.copy_explains
     )
-    if not (large or grown):
+    # Bytes moved per inference multiplied (PCIe) and compute grew with them: conversions done
+    # inside the model show up as compute_infer, yet they scale with the input size too.
+    bytes_up = _per_inference_ratio(ctx, "pcie_rx_bps")
+    infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
+    heavier = (
+        bytes_up is not None
+        and bytes_up >= t.copy_share_growth
+        and infl is not None
+        and infl >= t.compute_inflation
+        and b is not None
+        and f.input_share >= 2 * (b.get("input_share") or 1.0)
+    )
+    if not (large or grown or heavier):
         return None
     if f.container_cpu_saturation is not None and f.container_cpu_saturation >= 0.95:
         return None  # copies may be slow because the CPU is starved: cpu_bottleneck owns that
@@ -52,6 +64,11 @@ def check(ctx: Context) -> Finding | None:
     if explains is not None:
         ev["copy_share_of_latency_rise"] = ctx.ev(explains, "ratio", "Δcopy time / Δmean latency")
         conf += 0.1 if explains >= t.copy_explains else 0.0
+    if bytes_up is not None:
+        ev["pcie_bytes_per_inference_vs_baseline"] = ctx.ev(
+            bytes_up, "ratio", "(PCIe RX B/s ÷ inference rate) vs baseline"
+        )
+        conf += 0.1 if bytes_up >= t.copy_share_growth else 0.0
     for key, val in (("pcie_rx_bps", f.pcie_rx_bps), ("pcie_tx_bps", f.pcie_tx_bps)):
         if val is not None:
             ev[key] = ctx.ev(val, "B/s", "DCGM PCIe throughput")
@@ -74,3 +91,15 @@ def check(ctx: Context) -> Finding | None:
         + "."
     )
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, "", ""))
+
+
+def _per_inference_ratio(ctx: Context, name: str) -> float | None:
+    """A per-second exporter value per inference, against the same ratio in the baseline."""
+    f, b = ctx.features, ctx.baseline
+    now_val = getattr(f, name)
+    if b is None or now_val is None or not f.inference_rate:
+        return None
+    base_val, base_rate = b.get(name), b.get("inference_rate")
+    if base_val is None or not base_rate or base_val <= 0:
+        return None
+    return float((now_val / f.inference_rate) / (base_val / base_rate))
