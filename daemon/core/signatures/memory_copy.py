@@ -94,7 +94,7 @@ def check(ctx: Context) -> Finding | None:
 
 
 def _per_inference_ratio(ctx: Context, name: str) -> float | None:
-    """A per-second exporter value per inference, against the same ratio in the baseline."""
+    """Return an exporter rate per inference relative to the same ratio in the baseline."""
     f, b = ctx.features, ctx.baseline
     now_val = getattr(f, name)
     if b is None or now_val is None or not f.inference_rate:
