@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from daemon.core.findings import CAUSES
-from daemon.lab.live_lab import WAYS, Outcome, retimed, run_live
+from daemon.lab.live_lab import WAYS, Outcome, retimed, run_live, sigterm_as_interrupt
 from daemon.lab.scenarios import SCENARIOS
 from daemon.logs import configure_logging
 
@@ -91,7 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"detect_live: unknown scenario {unknown[0]!r}", file=sys.stderr)
         return 2
     configure_logging("console", "error")
-    outcomes = asyncio.run(measure(names, args.baseline, args.fault, args.json))
+    try:
+        with sigterm_as_interrupt():
+            outcomes = asyncio.run(measure(names, args.baseline, args.fault, args.json))
+    except KeyboardInterrupt:
+        print("detect_live: interrupted; every server it started is stopped", file=sys.stderr)
+        return 130
     intervals = {n: SCENARIOS[n].scrape_interval_s for n in names}
     print(table(outcomes, intervals))
     ok = all(

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import dataclasses
 import shutil
+import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,29 @@ WAYS: tuple[str, ...] = ("scrape", "prometheus")
 LAB_NODE = "127.0.0.1"
 
 EventsHook = Callable[[str, list[IncidentEvent]], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the block (main thread only).
+
+    Python dies on SIGTERM without running ``finally`` blocks or ``atexit``, and the lab's
+    servers run in sessions of their own, so a run killed by ``timeout`` or a cancelled CI job
+    would leave them behind. As an interrupt, the run unwinds and stops every server.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def retimed(scenario: Scenario, baseline_s: float, fault_s: float) -> Scenario:

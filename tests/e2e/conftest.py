@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from daemon.lab.live_lab import Outcome, retimed, run_live
+from daemon.lab.live_lab import Outcome, retimed, run_live, sigterm_as_interrupt
 from daemon.lab.scenario_runner import Scenario
 from daemon.lab.scenarios import SCENARIOS
 from daemon.lab.triton_server import TritonServerError, pytriton_root
@@ -39,5 +39,6 @@ def live_outcomes() -> dict[str, Outcome]:
         pytest.fail(str(exc))
     if shutil.which("prometheus") is None:
         pytest.fail("prometheus is not installed; run `make system-deps`")
-    outcomes = asyncio.run(run_live(_scenarios(), ways=("scrape", "prometheus")))
+    with sigterm_as_interrupt():
+        outcomes = asyncio.run(run_live(_scenarios(), ways=("scrape", "prometheus")))
     return {o.name: o for o in outcomes}
