@@ -10,6 +10,8 @@ import subprocess
 import sys
 import weakref
 
+from daemon.lab.triton_server import PARENT_DEATH_HOOK
+
 # hashlib releases the GIL on large buffers, so each thread keeps one core busy.
 _HOG_CODE = """
 import hashlib, os, threading
@@ -49,6 +51,7 @@ class CpuHog:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _HOG_CODE.format(rounds=self.rounds, workers=self.workers)],
             start_new_session=True,
+            preexec_fn=PARENT_DEATH_HOOK,  # noqa: PLW1509 - only a prctl call, prepared before fork
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

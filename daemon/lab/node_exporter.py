@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 import weakref
 
-from daemon.lab.triton_server import free_port
+from daemon.lab.triton_server import PARENT_DEATH_HOOK, free_port
 
 _LIVE: weakref.WeakSet[NodeExporter] = weakref.WeakSet()
 
@@ -49,6 +49,7 @@ class NodeExporter:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=PARENT_DEATH_HOOK,  # noqa: PLW1509 - only a prctl call, prepared before fork
         )
         _LIVE.add(self)
         deadline = time.monotonic() + timeout_s

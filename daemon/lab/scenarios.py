@@ -478,9 +478,9 @@ def _contention(
         pod=f"{model}-0",
         cpu_quota_cores=4.0,
         accel_share=0.3,
-        notes=f"Constant {rate}/s and config; at onset {workers} CPU-hog processes start on the "
+        notes=f"Constant {rate}/s and config; at onset a CPU hog with {workers} threads starts on the "
         "node "
-        f"in their own session with autogroup nice {nice} (a neighbour with a larger request).",
+        f"in its own session with autogroup nice {nice} (a neighbour with a larger request).",
         params={"hog_workers": workers, "autogroup_nice": nice, "rate": rate, "cpu_mb": cpu_mb},
     )
 

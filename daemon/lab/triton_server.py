@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
@@ -17,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +43,30 @@ def pytriton_root() -> Path:
     if not (root / "bin" / "tritonserver").exists():
         raise TritonServerError(f"{root}/bin/tritonserver is missing; reinstall nvidia-pytriton")
     return root
+
+
+def _prepare_parent_death_signal() -> Callable[[], None] | None:
+    """Return a pre-exec hook that makes the child get SIGKILL when its parent dies (Linux).
+
+    atexit and finalizers do not run when the parent is SIGKILLed (a test runner's timeout);
+    the kernel's parent-death signal still stops the server then. The signal fires when the
+    *thread* that started the child exits, so start servers from long-lived threads (the
+    main thread or an executor's).
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+    return hook
+
+
+PARENT_DEATH_HOOK = _prepare_parent_death_signal()
 
 
 def free_port() -> int:
@@ -201,6 +228,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=self._env(),
                 start_new_session=True,
+                preexec_fn=PARENT_DEATH_HOOK,  # noqa: PLW1509 - only a prctl call, prepared before fork
             )
         finally:
             log.close()

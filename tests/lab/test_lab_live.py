@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -124,3 +127,33 @@ async def test_exporters_report_real_cpu_and_device_time(tmp_path: Path) -> None
     assert samples["kube_pod_info"] == 1
     ledger_busy = sum(float(json.loads(p.read_text())["busy_s"]) for p in ledger.glob("*.json"))
     assert ledger_busy > 1.0
+
+
+def test_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    """A parent killed with SIGKILL (no atexit) still takes its tritonserver down with it."""
+    write_model(tmp_path / "repo", ModelSpec("m", behaviour=Behaviour(accel_ms=1)))
+    pid_file = tmp_path / "pid"
+    code = (
+        "import sys, time, pathlib\n"
+        "from daemon.lab.triton_server import TritonServer\n"
+        f"s = TritonServer(pathlib.Path({str(tmp_path / 'repo')!r})).start()\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(s.pid))\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=root)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "server did not start"
+            assert parent.poll() is None, "parent exited early"
+            time.sleep(0.2)
+        server_pid = int(pid_file.read_text())
+        assert _group_alive(server_pid)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while _group_alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _group_alive(server_pid)
