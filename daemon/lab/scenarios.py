@@ -309,8 +309,16 @@ def _cpu(
         dynamic_batching=DynamicBatching(1000, (max_batch,)),
         behaviour=Behaviour(accel_ms=3, cpu_bytes_per_item=int(cpu_mb * 1e6), ledger_dir=LEDGER),
     )
+    # The ramp reaches its peak a third into the fault phase and holds it, so the CPU
+    # saturates early enough for the fault to be seen, as a sudden traffic shift would.
     load = _open(
-        model, (1, 16), base + fault, Segment(0, start), Segment(base, start, end), seed=51
+        model,
+        (1, 16),
+        base + fault,
+        Segment(0, start),
+        Segment(base, start, end),
+        Segment(base + fault / 3, end),
+        seed=51,
     )
     return Scenario(
         name,
@@ -326,7 +334,8 @@ def _cpu(
         cpu_quota_cores=quota,
         accel_share=0.3,
         notes=f"Python preprocessing hashes {cpu_mb} MB per item ({instances} instance(s), 3 ms "
-        f"accelerator per execution); traffic ramps {start} -> {end}/s from onset; CPU limit "
+        f"accelerator per execution); traffic ramps {start} -> {end}/s over the first third of "
+        f"the fault phase, then holds; CPU limit "
         f"{quota} core(s).",
         params={
             "cpu_mb_per_item": cpu_mb,
