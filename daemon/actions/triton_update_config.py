@@ -21,6 +21,7 @@ from daemon.core.config_patch import (
     PatchError,
     apply_patch,
     bound_for,
+    flatten,
     parse_path,
 )
 from daemon.core.playbook_model import Duration
@@ -69,6 +70,16 @@ def patched(ctx: ActionContext, config: dict[str, Any], patch: ConfigPatch) -> A
         raise ActionFailed(str(exc)) from None
 
 
+def _same(live: Any, wanted: Any) -> bool:
+    """Return True when a read-back leaf holds the value that was loaded."""
+    if isinstance(live, bool) or isinstance(wanted, bool):
+        return bool(live == wanted)
+    try:
+        return float(live) == float(wanted)
+    except (TypeError, ValueError):
+        return bool(live == wanted)
+
+
 async def plan_patch(ctx: ActionContext, model: str, patch: ConfigPatch) -> dict[str, Any]:
     """Return the changes a patch would make, from the live or fixture config when known.
 
@@ -112,7 +123,11 @@ async def reload_with_patch(
     await triton.load(model, new, timeout_s=ready_timeout)
     await triton.wait_model_ready(model, timeout_s=ready_timeout)
     after = await triton.model_config(model)
-    _, remaining = patched(ctx, after, patch)
+    # Check the changed leaves against the read-back config rather than applying the patch
+    # again: an ``add`` applied twice adds twice, and Triton adds defaults and writes 64-bit
+    # integers as strings, so only the paths that changed are compared, numbers as numbers.
+    live = flatten(after)
+    remaining = [c for c in changes if not _same(live.get(c.path), c.new)]
     if remaining:
         # Triton kept the old model (a failed load leaves it serving): say what did not apply.
         paths = ", ".join(c.path for c in remaining)

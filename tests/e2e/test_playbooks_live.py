@@ -162,8 +162,12 @@ class Meter:
     async def _loop(self) -> None:
         async with aiohttp.ClientSession() as session:
             while True:
-                async with session.get(self.metrics_url) as resp:
-                    text = await resp.text()
+                try:
+                    async with session.get(self.metrics_url) as resp:
+                        text = await resp.text()
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.5)  # the server is restarting or gone: keep trying
+                    continue
                 p = parse_point(text, self.model, time.time())
                 if self.gen is not None:
                     p.ingress_timeouts = float(self.gen.counts["499"] + self.gen.counts["504"])
@@ -399,7 +403,7 @@ async def test_batching_delay_lowered_and_latency_falls_to_compute_time(
         w_before = meter.window(ran["at"] - 6, ran["at"] - 1)
         w_after = meter.window(verdict["at"] - 5, verdict["at"])
         await meter.stop()
-    [incident] = lb.incidents("batching_delay")
+        [incident] = lb.incidents("batching_delay")
     show(
         "batching_delay",
         incident_opened_after_s=round(incident["opened_at"] - meter.points[0].t, 1),
@@ -524,7 +528,7 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
         )
         after_cfg = await lb.client.model_config("asr")
         await meter.stop()
-    [incident] = lb.incidents("retry_storm")
+        [incident] = lb.incidents("retry_storm")
     show(
         "retry_storm",
         action=shed["detail"],
