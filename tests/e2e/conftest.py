@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shutil
 
 import pytest
@@ -41,4 +42,6 @@ def live_outcomes() -> dict[str, Outcome]:
         pytest.fail("prometheus is not installed; run `make system-deps`")
     with sigterm_as_interrupt():
         outcomes = asyncio.run(run_live(_scenarios(), ways=("scrape", "prometheus")))
+    for o in outcomes:  # shown with -s: what each daemon concluded, for the CI log
+        print(json.dumps(o.as_dict(), default=str))
     return {o.name: o for o in outcomes}
