@@ -136,16 +136,21 @@ def diagnosis_panel(view: FaultView, event: IncidentEvent) -> Panel:
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
-def action_line(view: FaultView, record: dict[str, Any]) -> str:
+def action_line(record: dict[str, Any]) -> str:
     """One line for a playbook decision (planned, ran, skipped, failed...)."""
     mode = "dry-run" if record.get("dry_run") else "live"
     detail = record.get("detail") or {}
     what = ""
     if isinstance(detail, dict):
-        if "diff" in detail:
-            what = f" {detail['diff']}"
-        elif "changes" in detail:
-            what = f" {detail['changes']}"
+        changes = detail.get("changes")
+        if isinstance(changes, list) and changes:
+            what = " " + "; ".join(
+                f"{c.get('path')}: {c.get('old')} → {c.get('new')}"
+                for c in changes
+                if isinstance(c, dict)
+            )
+        elif "requests" in detail:
+            what = f" {detail['requests']} warm-up requests to {detail.get('model')}"
         elif "text" in detail:
             what = f" “{str(detail['text'])[:120]}”"
     reason = f" ({record['reason']})" if record.get("reason") else ""
@@ -233,7 +238,7 @@ class Demo:
             if event is not None and self.watch is not None:
                 records = self.watch.actions(event.incident_id)
                 for record in records[len(view.actions) :]:
-                    self.say(action_line(view, record))
+                    self.say(action_line(record))
                     if record.get("status") in ("planned", "ran", "failed", "rolled_back"):
                         view.acted_at = view.acted_at or now
                 view.actions = records

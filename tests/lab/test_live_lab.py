@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from daemon.core.findings import Fix, IncidentEvent, Subject
-from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, plan_demo
+from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, action_line, plan_demo
 from daemon.lab.detect_live import cell
 from daemon.lab.live_lab import Outcome, judge, retimed
 from daemon.lab.loadgen import rate_at
@@ -95,3 +95,28 @@ def test_demo_plans() -> None:
     assert plan_demo().total_s() < 300
     with pytest.raises(DemoError, match="unknown cause 'slow'"):
         plan_demo(["slow"])
+
+
+def test_demo_shows_a_planned_config_change_as_old_to_new() -> None:
+    """A dry-run config change reads as path: old → new, with its playbook and mode."""
+    record = {
+        "playbook": "batching-delay-lower-queue-delay",
+        "action": "triton.update_config",
+        "status": "planned",
+        "dry_run": True,
+        "reason": "dry-run",
+        "detail": {
+            "model": "ranker",
+            "changes": [
+                {
+                    "path": "dynamic_batching.max_queue_delay_microseconds",
+                    "old": 150000,
+                    "new": 500,
+                }
+            ],
+        },
+    }
+    assert action_line(record) == (
+        "  playbook batching-delay-lower-queue-delay: triton.update_config planned [dry-run]"
+        " (dry-run) dynamic_batching.max_queue_delay_microseconds: 150000 → 500"
+    )
