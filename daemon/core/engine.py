@@ -171,7 +171,7 @@ class Engine:
             self.last_diagnoses.pop(key, None)
             return []
         birth = self._birth(reader, key, f, now)
-        base = self._baseline(key, now, f.window_s, birth)
+        base = self._baseline(key, now, f.window_s, f.interval_s)
         per_scrape = per_scrape_ratio(
             reader.series("nv_inference_request_duration_us", key),
             reader.series("nv_inference_request_success", key),
@@ -222,7 +222,7 @@ class Engine:
             hist.popleft()
 
     def _baseline(
-        self, key: SubjectKey, now: float, window: float, birth: Birth | None
+        self, key: SubjectKey, now: float, window: float, interval: float
     ) -> Baseline | None:
         hist = self._history.get(key)
         if not hist:
@@ -232,8 +232,11 @@ class Engine:
         snaps = [s for s in hist if s.healthy and s.t <= cutoff]
         if not snaps:
             return None
-        span = snaps[-1].t - snaps[0].t + window
-        if span < self.t.baseline_min_span_s + window:
+        # The history the snapshots really cover: a window reaching before the first sample
+        # holds less data than its nominal length.
+        started = self.store.started_at if self.store.started_at is not None else snaps[0].t
+        span = snaps[-1].t - max(snaps[0].t - window, started)
+        if span < max(self.t.baseline_min_span_s, interval):
             return None
         values: dict[str, float] = {}
         for name in BASELINE_FEATURES:

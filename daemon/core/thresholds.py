@@ -29,7 +29,7 @@ class Thresholds(BaseModel):
 
     # Baseline: the model's own history, excluding the recent past that may hold the onset.
     baseline_lookback_s: float = Field(600.0, description="How far back the baseline looks.")
-    baseline_min_span_s: float = Field(20.0, description="Minimum healthy history for a baseline.")
+    baseline_min_span_s: float = Field(30.0, description="Minimum healthy history for a baseline.")
     baseline_gap_windows: float = Field(1.0, description="Recent windows excluded from baseline.")
 
     # Symptom gate: tail latency or queue time up against the baseline or an SLO.
