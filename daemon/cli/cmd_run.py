@@ -96,7 +96,7 @@ async def _serve(settings: Settings) -> int:
     if isinstance(runner, str):
         print(f"tritonguard: {runner}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = DaemonApp(settings, engine=engine, playbooks=runner)
+    app = DaemonApp(settings, engine=engine, playbooks=runner, on_alerts=runner.on_alerts)
     runner.on_change = app.refresh_model_configs
     await app.run()
     return EXIT_OK

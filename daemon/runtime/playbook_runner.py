@@ -20,6 +20,8 @@ from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.guards import GuardSettings
 from daemon.core.samples import Sample
 from daemon.logs import get_logger
+from daemon.runtime.alert_book import AlertBook
+from daemon.runtime.alertmanager_webhook import Alert
 from daemon.runtime.audit_store import AuditStore
 from daemon.runtime.dispatcher import DispatchEnv, Dispatcher, Record, load_playbook_files
 from daemon.runtime.flight_recorder import FlightRecorder
@@ -105,8 +107,14 @@ class PlaybookRunner:
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._log = get_logger("tritonguard.playbooks")
+        # Firing Alertmanager alerts; playbooks' `when.alerts` match incidents against them.
+        self.alerts = AlertBook(clock=clock)
 
     # ---- hooks the daemon calls ----------------------------------------------------------
+    async def on_alerts(self, alerts: list[Alert]) -> None:
+        """Remember what Alertmanager says is firing (its webhook posts to the daemon)."""
+        self.alerts.update(alerts)
+
     def observe(self, samples: list[Sample], now: float) -> None:
         """Feed the flight recorder with every sample the daemon ingests."""
         if self.recorder is not None:
@@ -258,6 +266,7 @@ def build_runner(
     clock: Callable[[], float] = time.time,
     on_change: Callable[[], None] | None = None,
     guard_settings: GuardSettings | None = None,
+    alerts: AlertBook | None = None,
 ) -> PlaybookRunner:
     """Build the dispatcher and its clients from settings; raise PlaybookError on bad playbooks.
 
@@ -280,6 +289,7 @@ def build_runner(
         slack = SlackNotifier(
             settings.slack.token.get_secret_value(), base_url=settings.slack.base_url
         )
+    alerts = alerts or AlertBook(clock=clock)
     env = DispatchEnv(
         triton_for=tritons.for_subject,
         kube=kube,
@@ -288,10 +298,13 @@ def build_runner(
         feature_value=engine.feature_value,
         is_fresh=engine.is_fresh,
         clock=clock,
+        alerts_for=alerts.names_for,
     )
     guards = guard_settings or GuardSettings(dry_run=settings.dry_run)
     dispatcher = Dispatcher(books, store, settings=guards, env=env)
     recorder = FlightRecorder(flight_recorder_dir(settings.audit_db_path), store)
-    return PlaybookRunner(
+    runner = PlaybookRunner(
         dispatcher, recorder=recorder, closers=closers, clock=clock, on_change=on_change
     )
+    runner.alerts = alerts
+    return runner
