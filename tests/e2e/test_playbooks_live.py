@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 import yaml
 
-from daemon.clients.triton_api import TritonClient
+from daemon.clients.triton_api import TritonClient, TritonError
 from daemon.core.engine import Engine, EngineConfig
 from daemon.core.thresholds import Thresholds
 from daemon.lab.fake_slack import FakeSlack
@@ -134,6 +134,7 @@ class Window:
     rejected_rate: float
     pending: float
     ingress_timeout_rate: float
+    ingress_rate: float = 0.0
 
     def line(self) -> str:
         """Return a short human-readable summary."""
@@ -145,7 +146,8 @@ class Window:
             f"served {self.success_rate:.1f}/s, mean latency {f(self.mean_latency_ms)} ms, "
             f"mean queue {f(self.mean_queue_ms)} ms, compute {f(self.compute_per_req_ms)} ms, "
             f"rejected {self.rejected_rate:.1f}/s, client timeouts "
-            f"{self.ingress_timeout_rate:.1f}/s, pending {self.pending:.0f}"
+            f"{self.ingress_timeout_rate:.1f}/s of {self.ingress_rate:.1f} attempts/s, "
+            f"pending {self.pending:.0f}"
         )
 
 
@@ -206,6 +208,7 @@ class Meter:
             (b.rejected - a.rejected) / dt,
             b.pending,
             (b.ingress_timeouts - a.ingress_timeouts) / dt,
+            (b.ingress_total - a.ingress_total) / dt,
         )
 
 
@@ -234,6 +237,92 @@ def p99(values: list[float]) -> float:
     """Return the 99th percentile (the maximum below 100 values)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One probe request: when it was sent (wall clock), how long it took, whether it was served."""
+
+    sent: float
+    ms: float
+    ok: bool
+
+
+@dataclass
+class Prober:
+    """Sends a request every ``spacing_s`` without waiting for answers; records each outcome.
+
+    A request that is not answered within ``timeout_s`` counts as failed after ``timeout_s``.
+    """
+
+    client: TritonClient
+    model: str
+    spacing_s: float = 0.25
+    timeout_s: float = 15.0
+    results: list[ProbeResult] = field(default_factory=list)
+    launched: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+    _inflight: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def _one(self, sent: float) -> None:
+        started = time.monotonic()
+        try:
+            await self.client.infer(
+                self.model, infer_inputs(), binary_outputs=["OUTPUT0"], timeout_s=self.timeout_s
+            )
+            ok = True
+        except (TritonError, aiohttp.ClientError):
+            ok = False  # rejected by the queue policy, timed out, or the server is reloading
+        self.results.append(ProbeResult(sent, (time.monotonic() - started) * 1000, ok))
+
+    async def _loop(self) -> None:
+        while True:
+            sent = time.time()
+            self.launched.append(sent)
+            task = asyncio.create_task(self._one(sent))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+            await asyncio.sleep(self.spacing_s)
+
+    def start(self) -> Prober:
+        """Start probing in the background."""
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    def sent_between(self, start: float, end: float) -> list[ProbeResult]:
+        """Return the answered (or timed-out) probes sent in [start, end)."""
+        return [p for p in self.results if start <= p.sent < end]
+
+    async def settle(self, before: float) -> None:
+        """Wait until every probe sent before ``before`` has its outcome."""
+        await until(
+            lambda: (
+                sum(p.sent < before for p in self.results) == sum(t < before for t in self.launched)
+            ),
+            self.timeout_s + 5,
+            "probe answers",
+        )
+
+    async def stop(self) -> None:
+        """Stop probing; drop requests still in flight."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for task in list(self._inflight):
+            task.cancel()
+        await asyncio.gather(*self._inflight, return_exceptions=True)
+
+
+def describe_probes(results: list[ProbeResult]) -> str:
+    """Return served/failed counts and the latencies' mean and p99 (all, then served only)."""
+    served = [p.ms for p in results if p.ok]
+    every = [p.ms for p in results]
+    text = f"{len(served)} served, {len(results) - len(served)} failed"
+    if every:
+        text += f"; all mean {statistics.mean(every):.1f}, p99 {p99(every):.1f}"
+    if served:
+        text += f"; served mean {statistics.mean(served):.1f}, p99 {p99(served):.1f}"
+    return text
 
 
 # ---- the lab around the daemon ------------------------------------------------------------------
@@ -487,9 +576,19 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
 ) -> None:
     """Retrying clients overload the model → REJECT policy: excess fails fast; restored on resolve.
 
-    Two instances of 30 ms (capacity ~66/s). Demand 40/s, an 8 s burst of 85/s, then 45/s;
-    clients give up after 0.6 s and retry at once up to 4 times, so the burst's backlog keeps
-    the server overloaded. The lab's ingress counters give the daemon the client timeouts.
+    Two instances of 30 ms (capacity ~66/s). Demand 40/s, then a 1 s wave of 200/s (clients
+    reconnecting at once) and 85/s (~1.3x capacity) until 60 s; clients give up after 0.6 s and
+    retry at once up to 4 times, so every timed-out attempt stays queued at the server and the
+    arrivals multiply. The wave puts the queue past the clients' timeout at once, so timeouts
+    lead from the start (an overload that builds slowly is first diagnosed too_few_instances,
+    and an open incident keeps its cause). The lab's ingress counters give the daemon the
+    client timeouts. Demand stays above capacity after the policy's reload, so the new policy
+    must reject the excess for the storm to end.
+
+    The reload leaves the old instances to work off the storm's backlog (requests whose clients
+    left long ago) next to the new ones, and Triton's counters mix both. So the latency users
+    get is measured by a probe client sending a request every 0.25 s, before the shed and while
+    the policy is in force (until the incident resolves and the restore starts).
     """
     spec = ModelSpec(
         "asr",
@@ -506,7 +605,12 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
         lb.load(
             LoadSpec(
                 "asr",
-                schedule=(Segment(0, 40.0), Segment(20, 85.0), Segment(28, 45.0)),
+                schedule=(
+                    Segment(0, 40.0),
+                    Segment(20, 200.0),
+                    Segment(21, 85.0),
+                    Segment(60, 40.0),
+                ),
                 duration_s=150,
                 timeout_s=0.6,
                 retries=4,
@@ -514,26 +618,45 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
                 seed=91,
             )
         )
+        prober = Prober(lb.client, "asr").start()
         shed = await until(
             lambda: lb.row("triton.shed_load", "ran", "failed", "skipped"), 75, "shed_load ran"
         )
         shed_cfg = await lb.client.model_config("asr")
-        await asyncio.sleep(12)
-        w_before = meter.window(shed["at"] - 5, shed["at"])
-        w_after = meter.window(time.time() - 6, time.time())
+        # The policy is in force from the reload until the restore starts on resolution.
+        await until(
+            lambda: time.time() > shed["at"] + 7 or lb.incidents("retry_storm")[0]["resolved_at"],
+            15,
+            "policy in force",
+        )
+        in_force_until = min(time.time(), lb.incidents("retry_storm")[0]["resolved_at"] or 1e12)
+        w_before = meter.window(shed["at"] - 6, shed["at"] - 1)
+        w_after = meter.window(shed["at"] + 1, in_force_until)
         restored = await until(
             lambda: lb.row("triton.load", "ran", "failed", reason="restore on resolve"),
             60,
             "policy restored",
         )
         after_cfg = await lb.client.model_config("asr")
+        # Probes sent before the shed wait behind the storm's backlog: let them finish or time out.
+        await prober.settle(in_force_until)
+        await prober.stop()
         await meter.stop()
-        [incident] = lb.incidents("retry_storm")
+        incident = lb.incidents("retry_storm")[0]
+    p_before = prober.sent_between(shed["at"] - 8, shed["at"] - 2)
+    p_after = prober.sent_between(shed["at"] + 1, in_force_until - 0.5)
+    # Before the shed nothing is rejected: a failed probe waited out its timeout, and its
+    # latency counts as that (a lower bound). While shedding, served and rejected are apart.
+    waited_before = [p.ms for p in p_before]
+    served_after = [p.ms for p in p_after if p.ok]
+    rejected_after = [p.ms for p in p_after if not p.ok]
     show(
         "retry_storm",
         action=shed["detail"],
         triton_before_shedding=w_before.line(),
-        triton_after_shedding=w_after.line(),
+        triton_while_shedding=w_after.line(),
+        probe_before_ms=describe_probes(p_before),
+        probe_while_shedding_ms=describe_probes(p_after),
         resolved_after_shedding_s=round((incident["resolved_at"] or 0) - shed["at"], 1),
         restore=restored["status"],
     )
@@ -542,9 +665,17 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
     assert policy["timeout_action"] == "REJECT"
     assert int(policy["max_queue_size"]) == 64
     assert w_after.rejected_rate > 0  # excess now fails fast at the server
-    assert w_before.mean_latency_ms is not None and w_after.mean_latency_ms is not None
-    assert w_after.mean_latency_ms < w_before.mean_latency_ms / 2
+    # Served requests: compute plus a queue bounded by the policy, within the clients' 0.6 s.
+    assert waited_before and served_after
+    assert statistics.mean(served_after) < statistics.mean(waited_before) / 2
+    assert p99(served_after) < 600.0
+    # ... and near compute plus the policy's queue timeout (30 ms, 100 ms of slack for HTTP).
+    assert p99(served_after) < int(policy["default_timeout_microseconds"]) / 1000 + 130.0
+    # Excess is turned away quickly instead of waiting out a client timeout.
+    assert all(ms < 600.0 for ms in rejected_after)
     assert w_after.ingress_timeout_rate < w_before.ingress_timeout_rate / 2  # storm subsides
+    # Same demand (85/s) both times: fewer attempts per user request, the amplification falls.
+    assert w_after.ingress_rate < w_before.ingress_rate / 1.5
     assert incident["resolved_at"] is not None
     assert restored["status"] == "ran", restored["reason"]
     assert after_cfg["dynamic_batching"] == before_cfg["dynamic_batching"]
@@ -643,8 +774,8 @@ async def test_fix_that_does_not_help_is_rolled_back_and_escalated(
     the second one only waits. The waiting counts as compute, so the queue share falls, but
     latency does not: the shipped verify judges mean latency against the incident's own
     evidence, fails, the previous config (count 1) is loaded again and the escalation is
-    posted. Triton removes an instance in place only once the model's queue has emptied, so
-    the rollback completes when the traffic peak (34/s against ~28/s) ends at 55 s.
+    posted. Removing an instance in place waited here until the model's queue emptied, so the
+    traffic peak (34/s against ~28/s) ends at 55 s and the rollback completes after it.
     """
     spec = detector(accel_lock=str(tmp_path / "device.lock"))
     books = {
