@@ -88,7 +88,22 @@ class IncidentBook:
         if st.open is not None:
             inc = st.open
             current = holding.get(inc.finding.cause)
-            if current is not None:
+            rival = self._held(st, now, interval_s)
+            if (
+                current is not None
+                and rival is not None
+                and rival.cause != current.cause
+                and rival.confidence >= current.confidence + self.t.supersede_margin
+            ):
+                # A clearly stronger cause has held as long as any new incident must: the
+                # first diagnosis was the early view of it (overload turning into a retry
+                # storm), and its playbooks, not the weaker cause's, should act now.
+                ev = self._event("resolved", subject, inc, now)
+                ev.summary = f"Superseded by {rival.cause}: {rival.summary}"
+                events.append(ev)
+                st.open = None
+                current = None
+            if st.open is not None and current is not None:
                 inc.last_match = now
                 changed = abs(current.confidence - inc.finding.confidence) >= 0.15
                 secondary = sorted(c for c in holding if c != current.cause)
@@ -100,12 +115,11 @@ class IncidentBook:
                     inc.last_event = now
                     events.append(self._event("updated", subject, inc, now))
                 return events
-            rival = self._held(st, now, interval_s)
-            if now - inc.last_match >= resolve_after and (recovered or rival is not None):
+            if st.open is not None:
+                if now - inc.last_match < resolve_after or not (recovered or rival is not None):
+                    return events
                 events.append(self._event("resolved", subject, inc, now))
                 st.open = None
-            else:
-                return events
         rival = self._held(st, now, interval_s)
         if rival is not None:
             secondary = sorted(c for c in holding if c != rival.cause)

@@ -93,4 +93,7 @@ class Thresholds(BaseModel):
     )
     resolve_after_s: float = Field(45.0, description="Healthy this long before resolving.")
     resolve_after_scrapes: float = Field(3.0, description="...and at least this many scrapes.")
+    supersede_margin: float = Field(
+        0.2, description="A held cause this much more confident replaces the open one."
+    )
     update_min_interval_s: float = Field(60.0, description="Rate limit for 'updated' events.")

@@ -76,3 +76,35 @@ def test_weak_finding_keeps_incident_open() -> None:
     for now in range(15, 300, 5):
         assert book.observe(S, [finding("memory_copy", 0.4)], float(now), 5.0, recovered=True) == []
     assert book.is_open(S)
+
+
+def test_clearly_stronger_cause_supersedes_the_open_incident() -> None:
+    """Overload that turns into a retry storm: the storm replaces the weaker first diagnosis."""
+    book = IncidentBook(Thresholds())
+    evs = []
+    for now in (0.0, 5.0, 10.0):
+        evs += book.observe(S, [finding("too_few_instances", 0.7)], now, 5.0, recovered=False)
+    both = [finding("too_few_instances", 0.6), finding("retry_storm", 0.95)]
+    for now in (15.0, 20.0, 25.0, 30.0):
+        evs += book.observe(S, both, now, 5.0, recovered=False)
+    kinds = [(e.event, e.cause) for e in evs]
+    assert kinds == [
+        ("opened", "too_few_instances"),
+        ("resolved", "too_few_instances"),
+        ("opened", "retry_storm"),
+    ]
+    assert evs[1].summary.startswith("Superseded by retry_storm")
+
+
+def test_slightly_stronger_cause_does_not_flip_the_incident() -> None:
+    """Within the margin the first diagnosis stays; others remain secondary evidence."""
+    book = IncidentBook(Thresholds())
+    evs = []
+    for now in range(0, 60, 5):
+        fs = [finding("too_few_instances", 0.7)]
+        if now >= 15:
+            fs.append(finding("retry_storm", 0.8))
+        evs += book.observe(S, fs, float(now), 5.0, recovered=False)
+    assert [(e.event, e.cause) for e in evs if e.event != "updated"] == [
+        ("opened", "too_few_instances")
+    ]

@@ -51,7 +51,7 @@ def check(ctx: Context) -> Finding | None:
         )
     snippet = (
         "dynamic_batching {\n  default_queue_policy {\n    timeout_action: REJECT\n"
-        "    default_timeout_microseconds: 500000\n    allow_timeout_override: true\n"
+        "    default_timeout_microseconds: 200000\n    allow_timeout_override: true\n"
         "    max_queue_size: 64\n  }\n}"
     )
     text = (
