@@ -13,7 +13,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from daemon.lab.triton_server import free_port
+from daemon.lab.metrics_endpoint import serve_metrics
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 CFS_PERIOD_S = 0.1
@@ -205,16 +205,7 @@ class LabExporters:
 
     async def start(self) -> LabExporters:
         """Start sampling and serve ``/metrics`` on a free loopback port."""
-
-        async def handle(_: web.Request) -> web.Response:
-            return web.Response(text=self.exposition(), content_type="text/plain")
-
-        app = web.Application()
-        app.router.add_get("/metrics", handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._runner, self.port = await serve_metrics(self.exposition)
         self._task = asyncio.create_task(self._loop())
         return self
 

@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as aioclient
 from aiohttp import web
 
-from daemon.lab.triton_server import free_port
+from daemon.lab.metrics_endpoint import serve_metrics
 
 
 @dataclass(frozen=True)
@@ -125,16 +125,7 @@ class LoadGenerator:
 
     async def start(self) -> LoadGenerator:
         """Serve ``/metrics`` on a free loopback port."""
-
-        async def handle(_: web.Request) -> web.Response:
-            return web.Response(text=self.exposition(), content_type="text/plain")
-
-        app = web.Application()
-        app.router.add_get("/metrics", handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._runner, self.port = await serve_metrics(self.exposition)
         return self
 
     async def stop(self) -> None:

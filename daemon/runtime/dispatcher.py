@@ -167,6 +167,28 @@ class Dispatcher:
             records += await self._run(book, event, now, decision.dry_run)
         return records
 
+    def _refused(  # noqa: PLR0917 - the same seven facts as _record
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        dry_run: bool,
+        exc: _Failed,
+        now: float,
+    ) -> Record:
+        """Record a step that could not start (bad template, parameters or a guard)."""
+        return self._record(
+            event,
+            book,
+            step.action,
+            step.params,
+            dry_run,
+            exc.status,
+            now,
+            guard=exc.guard,
+            reason=exc.reason,
+        )
+
     def _record(  # noqa: PLR0917 - every record names these seven; the rest are keywords
         self,
         event: IncidentEvent,
@@ -274,19 +296,7 @@ class Dispatcher:
             try:
                 rendered, params = self._params(step, event, now)
             except _Failed as exc:
-                records.append(
-                    self._record(
-                        event,
-                        book,
-                        step.action,
-                        step.params,
-                        True,
-                        exc.status,
-                        now,
-                        guard=exc.guard,
-                        reason=exc.reason,
-                    )
-                )
+                records.append(self._refused(event, book, step, True, exc, now))
                 break
             action = self.actions[step.action]
             try:
@@ -337,19 +347,7 @@ class Dispatcher:
                 rendered, params = self._params(step, event, now)
             except _Failed as exc:
                 failure = exc
-                records.append(
-                    self._record(
-                        event,
-                        book,
-                        step.action,
-                        step.params,
-                        False,
-                        exc.status,
-                        now,
-                        guard=exc.guard,
-                        reason=exc.reason,
-                    )
-                )
+                records.append(self._refused(event, book, step, False, exc, now))
                 break
             try:
                 result = await self.actions[step.action].run(ctx, params)
