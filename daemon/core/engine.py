@@ -208,7 +208,14 @@ class Engine:
             and (f.request_rate or 0) > 0
         )
         self._remember(key, now, f, healthy)
-        return self.book.observe(subject, findings, now, f.interval_s, recovered=not symptom.up)
+        # A server still turning work away (queue policy REJECT) has not recovered, however
+        # good the latency of what it serves: resolving now would lift the shedding into the
+        # overload that caused it.
+        served = f.request_rate or 0.0
+        rejected = f.failure_rejected or 0.0
+        shedding = rejected > 0 and rejected / (served + rejected) >= self.t.timeout_failure_share
+        recovered = not symptom.up and not shedding
+        return self.book.observe(subject, findings, now, f.interval_s, recovered=recovered)
 
     def _early_span(self, f: FeatureSet) -> float:
         return max(30.0, 3 * f.interval_s)

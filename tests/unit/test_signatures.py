@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.synthetic import Phase, gauge, notation, opened, run_engine, triton_model
+from tests.unit.synthetic import START, Phase, gauge, notation, opened, run_engine, triton_model
 
 IV = 5.0
 BASE_N = 24  # two minutes of healthy history before every onset
@@ -350,3 +350,20 @@ def test_spikes_in_every_other_scrape_are_not_sustained() -> None:
     found = causes(run_engine(triton_model(phases, interval=IV), interval=IV))
     assert "model_reload" in found
     assert found <= {"model_reload"}
+
+
+def test_incident_stays_open_while_the_server_sheds_load() -> None:
+    """Latency recovers because excess is rejected: not resolved until rejections stop."""
+    storm = Phase(12, rps=48, infer_ms=20, queue_ms=900, pending=90, canceled_rps=15)
+    shedding = Phase(24, rps=30, infer_ms=20, queue_ms=2, rejected_rps=15)
+    calm = Phase(24, rps=20, infer_ms=20)
+    events = run_engine(
+        triton_model([Phase(BASE_N, rps=20, infer_ms=20), storm, shedding, calm], interval=IV),
+        interval=IV,
+    )
+    resolved = [
+        e.at - START - ONSET for e in events if e.event == "resolved" and e.cause == "retry_storm"
+    ]
+    assert resolved, [(e.event, e.cause) for e in events]
+    # Shedding ends 36 scrapes (180 s) after onset; only then may the incident resolve.
+    assert 36 * IV < resolved[0] < 60 * IV
