@@ -461,20 +461,12 @@ class Dispatcher:
         try:
             rendered, params = self._params(step, event, now)
             result = await self.actions[step.action].run(ctx, params)
-        except _Failed as exc:
-            return self._record(
-                event,
-                book,
-                step.action,
-                step.params,
-                False,
-                "failed",
-                now,
-                guard=exc.guard,
-                reason=exc.reason,
-                phase=phase,
-            )
         except Exception as exc:  # rollback and escalation must never take the daemon down
+            guard, why = (
+                (exc.guard, exc.reason)
+                if isinstance(exc, _Failed)
+                else ("", f"{phase} failed: {exc}")
+            )
             return self._record(
                 event,
                 book,
@@ -483,7 +475,8 @@ class Dispatcher:
                 False,
                 "failed",
                 now,
-                reason=f"{phase} failed: {exc}",
+                guard=guard,
+                reason=why,
                 phase=phase,
             )
         return self._record(
