@@ -8,7 +8,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
 
 from rich.console import Console
 
@@ -138,9 +137,3 @@ def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
             console.print(f"    also matching: {', '.join(ev.secondary)}")
     for a in ev.actions:
         console.print(f"    action: {a.get('action')} {a.get('status')} {a.get('reason', '')}")
-
-
-def write_events(events: list[IncidentEvent], out: TextIO) -> None:
-    """Write events as the CLI contract's JSON Lines."""
-    for ev in events:
-        out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")

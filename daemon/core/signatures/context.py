@@ -158,31 +158,25 @@ def symptom_evidence(ctx: Context) -> dict[str, Evidence]:
     f, b = ctx.features, ctx.baseline
     out = {
         "mean_latency_ms": ctx.ev(
-            _ms(f.mean_latency_us), "ms", "Δrequest_duration_us / Δrequest_success"
+            ms(f.mean_latency_us), "ms", "Δrequest_duration_us / Δrequest_success"
         ),
-        "mean_queue_ms": ctx.ev(
-            _ms(f.mean_queue_us), "ms", "Δqueue_duration_us / Δrequest_success"
-        ),
+        "mean_queue_ms": ctx.ev(ms(f.mean_queue_us), "ms", "Δqueue_duration_us / Δrequest_success"),
         "queue_share": ctx.ev(f.queue_share, "ratio", "Δqueue_duration_us / Δrequest_duration_us"),
         "request_rate": ctx.ev(f.request_rate, "req/s", "rate(nv_inference_request_success)"),
     }
     if f.p99_us is not None:
-        out["p99_ms"] = ctx.ev(
-            _ms(f.p99_us), "ms", "nv_inference_request_summary_us{quantile=0.99}"
-        )
+        out["p99_ms"] = ctx.ev(ms(f.p99_us), "ms", "nv_inference_request_summary_us{quantile=0.99}")
     if b is not None:
         out["baseline_mean_latency_ms"] = ctx.ev(
-            _ms(b.get("mean_latency_us")), "ms", "median over the model's healthy history", b.span_s
+            ms(b.get("mean_latency_us")), "ms", "median over the model's healthy history", b.span_s
         )
         if b.get("p99_us") is not None:
             out["baseline_p99_ms"] = ctx.ev(
-                _ms(b.get("p99_us")), "ms", "median healthy p99", b.span_s
+                ms(b.get("p99_us")), "ms", "median healthy p99", b.span_s
             )
     return out
 
 
-def _ms(us: float | None) -> float | None:
+def ms(us: float | None) -> float | None:
+    """Convert microseconds to milliseconds, keeping unknown as None."""
     return None if us is None else us / 1000.0
-
-
-ms = _ms
