@@ -12,7 +12,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -105,9 +113,23 @@ class KubeSettings(BaseModel):
     in_cluster: bool = Field(default=False, description="Use the pod's service account.")
     kubeconfig: Path | None = None
     namespace: str = Field(default="tritonguard", description="Where the leader lease lives.")
-    leader_election: bool = False
+    leader_election: bool = Field(
+        default=False, description="Only the replica holding the lease runs playbooks."
+    )
     lease_name: str = "tritonguard-leader"
-    lease_duration_s: float = Field(default=15.0, gt=0)
+    lease_duration_s: float = Field(default=15.0, ge=3)
+    identity: str | None = Field(
+        default=None, description="This replica's name in the lease; default: the pod's hostname."
+    )
+
+    @model_validator(mode="after")
+    def _election_needs_api(self) -> KubeSettings:
+        if self.leader_election and not (self.in_cluster or self.kubeconfig is not None):
+            raise ValueError(
+                "kube.leader_election needs the Kubernetes API: set kube.in_cluster: true "
+                "or kube.kubeconfig"
+            )
+        return self
 
 
 class Settings(BaseSettings):
@@ -136,6 +158,11 @@ class Settings(BaseSettings):
     triton_timeout_s: float = Field(default=5.0, gt=0)
     playbook_dirs: list[Path] = Field(default_factory=list)
     dry_run: bool = True
+    action_budget_per_hour: int = Field(
+        default=20,
+        ge=1,
+        description="Daemon-wide cap on playbook runs in any hour, across all playbooks.",
+    )
     audit_db_path: Path = Path("tritonguard-audit.sqlite3")
     listen: str = "0.0.0.0:9108"
     shutdown_grace_s: float = Field(default=20.0, gt=0)

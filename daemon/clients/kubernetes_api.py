@@ -632,6 +632,10 @@ class KubernetesClient:
 
     # -- leader election --------------------------------------------------------------------
 
+    async def read_lease(self, namespace: str, name: str) -> JsonObj | None:
+        """Return the Lease as a dict, or None when it does not exist."""
+        return await self._read_lease(namespace, name)
+
     async def _read_lease(self, namespace: str, name: str) -> JsonObj | None:
         try:
             lease = await self._call(
@@ -659,8 +663,14 @@ class KubernetesClient:
             return False
         return now - seen.at > float(spec.get("leaseDurationSeconds") or 0)
 
-    async def _write_lease(
-        self, namespace: str, name: str, lease: JsonObj | None, holder: str, duration_s: int
+    async def _write_lease(  # noqa: PLR0917 - the lease, who writes it, and what
+        self,
+        namespace: str,
+        name: str,
+        lease: JsonObj | None,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
     ) -> bool:
         now = _micro_time(self.wall_clock())
         spec = (lease or {}).get("spec") or {}
@@ -673,11 +683,12 @@ class KubernetesClient:
             "leaseTransitions": int(spec.get("leaseTransitions") or 0)
             + (1 if taking_over and lease is not None else 0),
         }
+        metadata = dict((lease or {}).get("metadata") or {"name": name, "namespace": namespace})
+        if annotations:
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
         try:
             if lease is None:
-                body = client.V1Lease.from_dict(
-                    {"metadata": {"name": name, "namespace": namespace}, "spec": new_spec}
-                )
+                body = client.V1Lease.from_dict({"metadata": metadata, "spec": new_spec})
                 written = await self._call(
                     f"create lease {namespace}/{name}",
                     self._coordination.create_namespaced_lease,
@@ -685,7 +696,7 @@ class KubernetesClient:
                     body,
                 )
             else:
-                body = client.V1Lease.from_dict({**lease, "spec": new_spec})
+                body = client.V1Lease.from_dict({**lease, "metadata": metadata, "spec": new_spec})
                 written = await self._call(
                     f"update lease {namespace}/{name}",
                     self._coordination.replace_namespaced_lease,
@@ -702,7 +713,12 @@ class KubernetesClient:
         return True
 
     async def try_acquire_lease(
-        self, namespace: str, name: str, holder: str, duration_s: int
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
     ) -> bool:
         """Become (or stay) the holder of a coordination.k8s.io/v1 Lease; True on success.
 
@@ -712,18 +728,28 @@ class KubernetesClient:
         """
         lease = await self._read_lease(namespace, name)
         if lease is None:
-            return await self._write_lease(namespace, name, None, holder, duration_s)
+            return await self._write_lease(namespace, name, None, holder, duration_s, annotations)
         current = (lease.get("spec") or {}).get("holderIdentity")
         if current != holder and not self._expired(namespace, name, lease):
             return False
-        return await self._write_lease(namespace, name, lease, holder, duration_s)
+        return await self._write_lease(namespace, name, lease, holder, duration_s, annotations)
 
-    async def renew_lease(self, namespace: str, name: str, holder: str, duration_s: int) -> bool:
-        """Renew a lease ``holder`` holds; False when it is lost (another holder, or deleted)."""
+    async def renew_lease(
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Renew a lease ``holder`` holds; False when it is lost (another holder, or deleted).
+
+        ``annotations`` are merged into the lease's metadata in the same write.
+        """
         lease = await self._read_lease(namespace, name)
         if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
             return False
-        return await self._write_lease(namespace, name, lease, holder, duration_s)
+        return await self._write_lease(namespace, name, lease, holder, duration_s, annotations)
 
     async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
         """Give a held lease up at shutdown so another replica can lead at once."""

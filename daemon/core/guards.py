@@ -61,15 +61,25 @@ def decide(
     busy: Iterable[str],
     history: Sequence[RunRecord],
     settings: GuardSettings,
+    leader_elsewhere: str | None = None,
 ) -> Decision:
     """Decide whether ``playbook`` may run on ``subject`` at ``now``.
 
     Dry-run plans count against the guards of dry-run mode only, so a dry-run test sees the same
     cooldowns and budgets a live run would, while a week of dry-run does not block the first
-    real action after dry-run is turned off.
+    real action after dry-run is turned off. ``leader_elsewhere`` says why this replica does
+    not lead (another holds the lease, or it cannot reach the API to renew it); it blocks every
+    playbook, dry-run included, so replicas do not post the same plan twice.
     """
     dry = settings.dry_run or guards.dry_run
     skey, mkey = subject.key(), model_key(subject)
+    if leader_elsewhere is not None:
+        return Decision(
+            False,
+            dry,
+            "leader",
+            f"{leader_elsewhere}; only the replica holding the leader lease runs playbooks",
+        )
     if settings.require_fresh_data and not fresh:
         return Decision(
             False, dry, "stale", "no fresh data for the subject; never act on stale data"

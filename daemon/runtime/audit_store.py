@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,24 @@ class AuditStore:
                 int(run.reload),
             ),
         )
+
+    def adopt_runs(self, runs: Iterable[RunRecord]) -> int:
+        """Add runs another replica made (leader handover) that this store lacks; return how many.
+
+        A run is the same when playbook, subject, mode and time (to the millisecond) agree, so
+        adopting the same published history every few seconds adds nothing twice.
+        """
+        added = 0
+        for run in runs:
+            seen = self._exec(
+                "SELECT 1 FROM runs WHERE playbook = ? AND subject_key = ? AND dry_run = ?"
+                " AND abs(at - ?) < 0.001 LIMIT 1",
+                (run.playbook, run.subject_key, int(run.dry_run), run.at),
+            ).fetchone()
+            if seen is None:
+                self.record_run(run)
+                added += 1
+        return added
 
     def history(self, since: float) -> list[RunRecord]:
         """Return runs at or after ``since`` (the guards look back at most a day)."""

@@ -55,6 +55,12 @@ class PlaybookHooks(Protocol):
     def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
         """Return the audit trail of one incident."""
 
+    def leadership(self) -> dict[str, Any] | None:
+        """Return the leader-election state, or None when replicas do not elect a leader."""
+
+    def background(self) -> Mapping[str, Callable[[], Awaitable[None]]]:
+        """Return long-running tasks to supervise until the very end (leader election)."""
+
 
 # Shutdown stages: stop reading first, then evaluating, then let in-flight actions finish,
 # and keep answering health checks until the very end.
@@ -226,6 +232,8 @@ class DaemonApp:
     async def _after_evaluation(self) -> None:
         if self._playbooks is None or self.engine.last_evaluated is None:
             return
+        leadership = self._playbooks.leadership()
+        self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
         try:
             await self._playbooks.on_evaluated(self.engine.last_evaluated)
         except Exception as exc:
@@ -361,6 +369,7 @@ class DaemonApp:
         sources_ok = fresh or not self.sources
         ready = sources_ok and evaluated and not self.supervisor.stopping.is_set()
         detail = {
+            "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
             "sources_fresh": sources_ok,
             "last_evaluation_age_s": eval_age,
             "stopping": self.supervisor.stopping.is_set(),
@@ -421,6 +430,10 @@ class DaemonApp:
             on_alerts=self._handle_alerts,
         )
         sup.add("http", self.http.serve_forever, stage=STAGE_HTTP)
+        if self._playbooks is not None:
+            # Election keeps renewing while in-flight actions drain, so it stops last.
+            for name, factory in self._playbooks.background().items():
+                sup.add(name, factory, stage=STAGE_HTTP)
         sup.add_cleanup("clients", self._close_clients)
         if self._playbooks is not None:
             sup.add_cleanup("playbooks", self._playbooks.close)

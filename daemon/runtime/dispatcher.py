@@ -50,6 +50,10 @@ class DispatchEnv:
     clock: Callable[[], float] = time.time
     static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     alerts_for: Callable[[IncidentEvent], frozenset[str]] = lambda e: frozenset()
+    # Leader election (daemon.runtime.leader_election): why this replica may not act, if so;
+    # and a hook told about every real run so the next leader learns of it at once.
+    leader_elsewhere: Callable[[], str | None] = lambda: None
+    on_run: Callable[[], None] = lambda: None
 
 
 class _Failed(Exception):
@@ -143,6 +147,7 @@ class Dispatcher:
                 busy=self._busy,
                 history=self.store.history(now - HISTORY_S),
                 settings=self.settings,
+                leader_elsewhere=self.env.leader_elsewhere(),
             )
             if not decision.allowed:
                 skip_key = (event.incident_id, book.name, decision.guard)
@@ -279,6 +284,8 @@ class Dispatcher:
         self.store.record_run(
             RunRecord(book.name, subject.key(), model_key(subject), now, dry_run, reload)
         )
+        if not dry_run:
+            self.env.on_run()
         lock = self._locks.setdefault(subject.key(), asyncio.Lock())
         self._busy.add(subject.key())
         try:

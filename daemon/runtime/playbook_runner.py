@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from daemon.runtime.alertmanager_webhook import Alert
 from daemon.runtime.audit_store import AuditStore
 from daemon.runtime.dispatcher import DispatchEnv, Dispatcher, Record, load_playbook_files
 from daemon.runtime.flight_recorder import FlightRecorder
+from daemon.runtime.leader_election import LeaderElector
 from daemon.settings import Settings
 
 # The playbooks shipped with the product: one per cause, all in dry-run until turned off.
@@ -109,6 +111,25 @@ class PlaybookRunner:
         self._log = get_logger("tritonguard.playbooks")
         # Firing Alertmanager alerts; playbooks' `when.alerts` match incidents against them.
         self.alerts = AlertBook(clock=clock)
+        # Set when replicas elect a leader; only the leader's dispatcher acts.
+        self.elector: LeaderElector | None = None
+
+    def leadership(self) -> dict[str, Any] | None:
+        """Return who leads and whether this replica may act, or None without election."""
+        e = self.elector
+        if e is None:
+            return None
+        return {
+            "identity": e.identity,
+            "leader": e.is_leader(),
+            "holder": e.holder,
+            "blocked": e.leader_elsewhere(),
+            "adopted_runs": e.adopted,
+        }
+
+    def background(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """Return the long-running tasks the daemon must supervise (leader election)."""
+        return {"leader-election": self.elector.run} if self.elector is not None else {}
 
     # ---- hooks the daemon calls ----------------------------------------------------------
     async def on_alerts(self, alerts: list[Alert]) -> None:
@@ -179,6 +200,8 @@ class PlaybookRunner:
         if self.recorder is not None:
             with contextlib.suppress(OSError):
                 self.recorder.flush()
+        if self.elector is not None:
+            await self.elector.release()
         for closer in self._closers:
             result = closer()
             if asyncio.iscoroutine(result):
@@ -300,11 +323,25 @@ def build_runner(
         clock=clock,
         alerts_for=alerts.names_for,
     )
-    guards = guard_settings or GuardSettings(dry_run=settings.dry_run)
+    guards = guard_settings or GuardSettings(
+        dry_run=settings.dry_run, action_budget_per_hour=settings.action_budget_per_hour
+    )
     dispatcher = Dispatcher(books, store, settings=guards, env=env)
     recorder = FlightRecorder(flight_recorder_dir(settings.audit_db_path), store)
     runner = PlaybookRunner(
         dispatcher, recorder=recorder, closers=closers, clock=clock, on_change=on_change
     )
     runner.alerts = alerts
+    if k.leader_election and kube is not None:
+        runner.elector = LeaderElector(
+            kube,
+            store,
+            namespace=k.namespace,
+            name=k.lease_name,
+            identity=k.identity or socket.gethostname(),
+            duration_s=k.lease_duration_s,
+            clock=clock,
+        )
+        env.leader_elsewhere = runner.elector.leader_elsewhere
+        env.on_run = runner.elector.nudge
     return runner

@@ -41,6 +41,12 @@ class SelfMetrics:
             ["source"],
             registry=registry,
         )
+        self.leader = Gauge(
+            "tritonguard_leader",
+            "1 when this replica may run playbooks (it holds the leader lease, or replicas do "
+            "not elect one), else 0.",
+            registry=registry,
+        )
         self.evaluations = Counter(
             "tritonguard_evaluations_total", "Engine evaluations.", registry=registry
         )

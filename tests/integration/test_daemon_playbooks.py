@@ -20,6 +20,7 @@ from daemon.core.findings import Fix, IncidentEvent, Subject
 from daemon.core.guards import GuardSettings
 from daemon.core.playbook_model import load_playbooks_text
 from daemon.core.thresholds import Thresholds
+from daemon.lab.fake_kube import FakeKube
 from daemon.lab.fake_slack import FakeSlack
 from daemon.runtime.audit_store import AuditStore
 from daemon.runtime.daemon_app import DaemonApp
@@ -32,7 +33,7 @@ from daemon.runtime.playbook_runner import (
     flight_recorder_dir,
     playbook_dirs,
 )
-from daemon.settings import Settings, SlackSettings, TargetSettings
+from daemon.settings import KubeSettings, Settings, SlackSettings, TargetSettings
 from tests.fixtures_prometheus import MetricsServer
 
 # Short windows and holds so an incident opens within a second or two of scraping; the
@@ -235,6 +236,65 @@ async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
     assert [(d["status"], d["guard"]) for d in rows] == [("ran", ""), ("skipped", "cooldown")]
     assert rows[0]["incident_id"] != rows[1]["incident_id"]  # a new incident after the restart
     assert len(fake_slack.messages) == 1
+
+
+async def test_two_replicas_elect_one_leader_and_post_once(
+    tmp_path: Path,
+    metrics: tuple[BatchingTriton, MetricsServer],
+    fake_slack: FakeSlack,
+    fake_kube: FakeKube,
+) -> None:
+    """Two daemons on the same Triton: the lease holder posts, the other audits why it did not.
+
+    Both diagnose; /readyz and tritonguard_leader say who leads; the leader releases the lease
+    when it stops, so the other replica does not wait out a whole lease to take over.
+    """
+    _, server = metrics
+    fake_kube.add_namespace("tritonguard")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(fake_kube.kubeconfig())
+
+    def replica(name: str) -> Settings:
+        return settings(
+            tmp_path / name,
+            server,
+            slack=slack_of(fake_slack),
+            dry_run=False,
+            kube=KubeSettings(kubeconfig=kubeconfig, leader_election=True, identity=name),
+        )
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    app_a, runner_a = daemon(replica("a"))
+    app_b, runner_b = daemon(replica("b"))
+    async with running(app_a) as base_a:
+        await wait_for(lambda: runner_a.elector is not None and runner_a.elector.is_leader())
+        async with running(app_b) as base_b, aiohttp.ClientSession() as http:
+            await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner_a)))
+            await wait_for(lambda: any(d["guard"] == "leader" for d in decisions(runner_b)))
+            async with http.get(f"{base_b}/readyz") as resp:
+                ready_b = await resp.json()
+            async with http.get(f"{base_a}/metrics") as resp:
+                metrics_a = await resp.text()
+            async with http.get(f"{base_b}/metrics") as resp:
+                metrics_b = await resp.text()
+        lease = fake_kube.get_object("Lease", "tritonguard", "tritonguard-leader")
+    released = fake_kube.get_object("Lease", "tritonguard", "tritonguard-leader")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+    assert released is not None and not released["spec"].get("holderIdentity")
+    assert ready_b["leadership"]["holder"] == "a"
+    assert ready_b["leadership"]["leader"] is False
+    assert "tritonguard_leader 1.0" in metrics_a
+    assert "tritonguard_leader 0.0" in metrics_b
+    assert len(fake_slack.messages_in("tritonguard-alerts")) == 1
+    skipped = [d for d in AuditTrail(replica("b")).rows() if d["guard"] == "leader"]
+    assert skipped and "replica a holds the leader lease" in skipped[0]["reason"]
+
+
+def test_leader_election_without_the_kubernetes_api_is_a_settings_error() -> None:
+    """kube.leader_election alone cannot elect anyone: the settings name what to add."""
+    with pytest.raises(ValueError, match=r"kube\.in_cluster: true or kube\.kubeconfig"):
+        KubeSettings(leader_election=True)
 
 
 class AuditTrail:

@@ -98,3 +98,21 @@ def test_dry_run_history_does_not_block_real_runs() -> None:
     assert ask([run("p", 10_000 - 10, dry=True)]).allowed
     planned = ask([run("p", 10_000 - 10, dry=True)], settings=GuardSettings(dry_run=True))
     assert planned.guard == "cooldown"
+
+
+def test_a_follower_replica_never_acts_not_even_in_dry_run() -> None:
+    """Without the leader lease every playbook is skipped with guard 'leader' and the reason."""
+    for settings in (LIVE, GuardSettings(dry_run=True)):
+        d = decide(
+            playbook="p",
+            guards=Guards(dry_run=False, cooldown=600),
+            subject=S,
+            now=10_000.0,
+            fresh=True,
+            busy=(),
+            history=[],
+            settings=settings,
+            leader_elsewhere="replica tg-1 holds the leader lease",
+        )
+        assert not d.allowed and d.guard == "leader"
+        assert d.reason.startswith("replica tg-1 holds the leader lease")

@@ -1,0 +1,230 @@
+"""Two daemon replicas electing a leader on the fake Kubernetes API with the real client."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from daemon.actions.registry import catalog
+from daemon.clients.kubernetes_api import KubernetesClient
+from daemon.clients.slack_api import SlackNotifier
+from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
+from daemon.core.guards import GuardSettings
+from daemon.core.playbook_model import load_playbooks_text
+from daemon.core.run_handover import ANNOTATION
+from daemon.lab.fake_kube import FakeKube
+from daemon.lab.fake_slack import FakeSlack
+from daemon.runtime.audit_store import AuditStore
+from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
+from daemon.runtime.leader_election import LeaderElector
+
+NS = "tritonguard"
+LEASE = "tritonguard-leader"
+WALL = 10_000.0
+_ids = itertools.count(1)
+
+SCALE = """
+name: scale-out
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, cooldown: 30m}
+steps:
+  - action: kubernetes.scale
+    params: {name: triton, add: 1}
+  - action: slack.post
+    params: {text: "{{ model }} scaled out"}
+"""
+
+
+@dataclass
+class Clock:
+    """A monotonic clock the test advances by hand, so lease expiry needs no sleeping."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        """Return the current reading."""
+        return self.now
+
+
+@dataclass
+class Replica:
+    """One daemon replica: its own API client, clock, audit store, elector and dispatcher."""
+
+    name: str
+    kube: KubernetesClient
+    clock: Clock
+    store: AuditStore
+    elector: LeaderElector
+    dispatcher: Dispatcher
+    closers: list[KubernetesClient] = field(default_factory=list)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeKube]:
+    """Yield a fake API server with the daemon's namespace and a Triton Deployment."""
+    async with FakeKube() as server:
+        server.add_namespace(NS)
+        server.add_namespace("prod")
+        server.add_deployment("prod", "triton", replicas=2)
+        yield server
+
+
+def replica(name: str, api: FakeKube, slack: FakeSlack) -> Replica:
+    """Build a replica the way build_runner wires one, with hand-driven clocks."""
+    clock = Clock()
+    kube = KubernetesClient.for_host(api.url, timeout_s=5.0)
+    kube.monotonic = clock
+    store = AuditStore()
+    elector = LeaderElector(
+        kube,
+        store,
+        namespace=NS,
+        name=LEASE,
+        identity=name,
+        duration_s=15,
+        clock=lambda: WALL,
+        monotonic=clock,
+    )
+    env = DispatchEnv(
+        kube=kube,
+        slack=SlackNotifier(slack.token, base_url=slack.base_url),
+        slack_channel="#tritonguard-alerts",
+        clock=lambda: WALL,
+        leader_elsewhere=elector.leader_elsewhere,
+        on_run=elector.nudge,
+    )
+    books = load_playbooks_text(SCALE, "scale.yaml", catalog())
+    dispatcher = Dispatcher(books, store, settings=GuardSettings(dry_run=False), env=env)
+    return Replica(name, kube, clock, store, elector, dispatcher)
+
+
+def opened() -> IncidentEvent:
+    """Return a cpu_bottleneck incident as each replica's own engine would open it."""
+    return IncidentEvent(
+        event="opened",
+        incident_id=f"inc-{next(_ids)}",
+        cause="cpu_bottleneck",
+        subject=Subject("prod", "resnet", "triton-5d9c7b-x2x9q"),
+        at=WALL,
+        confidence=0.9,
+        summary="container CPU at its quota while the GPU idles",
+        evidence={"cpu": Evidence(0.97, "ratio", 60, "container CPU / quota")},
+        fix=Fix("raise the CPU limit"),
+        opened_at=WALL - 60,
+    )
+
+
+@pytest.fixture
+async def pair(api: FakeKube, fake_slack: FakeSlack) -> AsyncIterator[tuple[Replica, Replica]]:
+    """Yield replicas a and b; a has taken the lease first."""
+    a, b = replica("tritonguard-a", api, fake_slack), replica("tritonguard-b", api, fake_slack)
+    assert await a.elector.step()
+    assert not await b.elector.step()
+    try:
+        yield a, b
+    finally:
+        for r in (a, b):
+            r.kube.close()
+            r.store.close()
+
+
+def replicas_of_triton(api: FakeKube) -> int:
+    """Return the Triton Deployment's spec.replicas."""
+    deployment = api.get_object("Deployment", "prod", "triton")
+    assert deployment is not None
+    return int(deployment["spec"]["replicas"])
+
+
+async def test_only_the_leader_acts_and_the_follower_audits_why(
+    pair: tuple[Replica, Replica], api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """Both replicas diagnose the same incident; only the lease holder scales and posts."""
+    a, b = pair
+    ran = await a.dispatcher.handle(opened())
+    skipped = await b.dispatcher.handle(opened())
+    assert [(r["action"], r["status"]) for r in ran] == [
+        ("kubernetes.scale", "ran"),
+        ("slack.post", "ran"),
+    ]
+    assert [(r["status"], r.get("guard")) for r in skipped] == [("skipped", "leader")]
+    assert "replica tritonguard-a holds the leader lease" in skipped[0]["reason"]
+    assert replicas_of_triton(api) == 3
+    assert len(fake_slack.messages_in("#tritonguard-alerts")) == 1
+    lease = api.get_object("Lease", NS, LEASE)
+    assert lease is not None and lease["spec"]["holderIdentity"] == "tritonguard-a"
+
+
+async def test_takeover_inherits_the_cooldown_so_the_scale_is_not_repeated(
+    pair: tuple[Replica, Replica], api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """The leader scales and then dies; the next leader sees the run and its cooldown holds."""
+    a, b = pair
+    await a.dispatcher.handle(opened())
+    assert await a.elector.step()  # the renewal publishes the run
+    lease = api.get_object("Lease", NS, LEASE)
+    assert lease is not None and "scale-out" in lease["metadata"]["annotations"][ANNOTATION]
+    assert not await b.elector.step()  # the follower adopts it while a still leads
+    assert b.elector.adopted == 1
+    # a stops renewing (the pod died); after a whole lease duration unchanged, b takes over.
+    b.clock.now += 16
+    assert await b.elector.step()
+    assert b.elector.leader_elsewhere() is None
+    records = await b.dispatcher.handle(opened())
+    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "cooldown")]
+    assert replicas_of_triton(api) == 3  # scaled once, not twice
+    assert len(fake_slack.messages_in("#tritonguard-alerts")) == 1
+    # a comes back: its deadline passed, the lease is b's, and a does not act.
+    a.clock.now += 16
+    assert not await a.elector.step()
+    assert a.elector.leader_elsewhere() == "replica tritonguard-b holds the leader lease"
+
+
+async def test_a_leader_that_cannot_renew_stops_acting_before_anyone_may_take_over(
+    pair: tuple[Replica, Replica], api: FakeKube
+) -> None:
+    """With the API failing, the leader stops at 2/3 of the lease; others wait the whole lease."""
+    a, b = pair
+    api.fail_next(1000, status=503)
+    a.clock.now += 9  # before the renew deadline (10 s): still leading despite the failure
+    assert await a.elector.step()
+    a.clock.now += 2  # 11 s since the last renewal
+    assert not await a.elector.step()
+    blocked = a.elector.leader_elsewhere()
+    assert blocked is not None and blocked.startswith("cannot reach the leader lease")
+    records = await a.dispatcher.handle(opened())
+    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "leader")]
+    assert replicas_of_triton(api) == 2
+    api.fail_next(0)
+    b.clock.now += 11  # b has not yet seen the lease unchanged for 15 s
+    assert not await b.elector.step()
+
+
+async def test_release_at_shutdown_hands_over_at_once(pair: tuple[Replica, Replica]) -> None:
+    """A leader that releases the lease lets the follower lead on its next round, no waiting."""
+    a, b = pair
+    await a.elector.release()
+    assert not a.elector.is_leader()
+    assert await b.elector.step()
+    assert b.elector.holder == "tritonguard-b"
+
+
+async def test_an_unreadable_annotation_is_ignored_not_guessed(
+    pair: tuple[Replica, Replica], api: FakeKube
+) -> None:
+    """Garbage in the handover annotation adopts nothing and does not stop the election."""
+    _, b = pair
+    lease = api.get_object("Lease", NS, LEASE)
+    assert lease is not None
+    client_a = KubernetesClient.for_host(api.url, timeout_s=5.0)
+    try:
+        assert await client_a.renew_lease(
+            NS, LEASE, "tritonguard-a", 15, {ANNOTATION: '{"v": 1, "runs": [["x"]]}'}
+        )
+    finally:
+        client_a.close()
+    assert not await b.elector.step()
+    assert b.elector.adopted == 0
+    assert b.elector.last_error is None

@@ -1,0 +1,49 @@
+"""The run history a leading replica publishes for the next leader: encoding and validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from daemon.core.guards import RunRecord
+from daemon.core.run_handover import MAX_RUNS, WINDOW_S, decode_runs, encode_runs
+
+NOW = 100_000.0
+
+
+def run(at: float, *, dry: bool = False, playbook: str = "p") -> RunRecord:
+    """Return a run on one subject at ``at``."""
+    return RunRecord(playbook, "prod/triton-0/resnet", "prod/resnet", at, dry, True)
+
+
+def test_real_runs_of_the_last_day_round_trip() -> None:
+    """Real runs come back as they were; dry-run plans and runs older than a day are left out."""
+    runs = [run(NOW - 10), run(NOW - 5, dry=True), run(NOW - WINDOW_S - 1), run(NOW - 3600.25)]
+    assert decode_runs(encode_runs(runs, NOW)) == [run(NOW - 3600.25), run(NOW - 10)]
+
+
+def test_only_the_newest_runs_are_kept_so_the_annotation_stays_small() -> None:
+    """Past MAX_RUNS the oldest go first; the text stays far below Kubernetes' 256 KiB limit."""
+    runs = [run(NOW - i, playbook=f"playbook-with-a-long-name-{i}") for i in range(MAX_RUNS * 2)]
+    text = encode_runs(runs, NOW)
+    back = decode_runs(text)
+    assert len(back) == MAX_RUNS
+    assert min(r.at for r in back) == NOW - (MAX_RUNS - 1)
+    assert len(text.encode()) < 64 * 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "not JSON"),
+        (json.dumps({"v": 2, "runs": []}), "v=1"),
+        (json.dumps({"v": 1, "runs": {}}), "'runs' must be a list"),
+        (json.dumps({"v": 1, "runs": [["p", "s", "m", "yesterday", 0]]}), "run 0 must be"),
+        (json.dumps({"v": 1, "runs": [["p", "s", "m", 1.0, 0], ["p"]]}), "run 1 must be"),
+    ],
+)
+def test_a_malformed_annotation_is_refused_with_the_reason(text: str, says: str) -> None:
+    """Another replica's history is never guessed at: a bad annotation raises, naming what."""
+    with pytest.raises(ValueError, match=says):
+        decode_runs(text)
