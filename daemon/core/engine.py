@@ -14,7 +14,7 @@ from daemon.core.incidents import IncidentBook
 from daemon.core.model_config import ModelConfig, parse_model_config
 from daemon.core.recurrence import find_spikes, per_scrape_ratio
 from daemon.core.samples import Sample, label
-from daemon.core.series_store import SeriesStore
+from daemon.core.series_store import Series, SeriesStore
 from daemon.core.signatures import SIGNATURES
 from daemon.core.signatures.context import Baseline, Birth, Context, symptom_of
 from daemon.core.thresholds import Thresholds
@@ -273,7 +273,8 @@ class Engine:
         if not early_pts:
             return None
         latest = per_exec[-1][1]
-        return Birth(born, early, max(early_pts), latest)
+        tail = _compute_tail(reader.series("nv_inference_compute_infer_summary_us", key), born, end)
+        return Birth(born, early, max(early_pts), latest, *(tail or (None, None)))
 
     def _reload_events(
         self, reader: FeatureReader, key: SubjectKey, now: float
@@ -293,3 +294,32 @@ class Engine:
                 if s.times[k] >= horizon and s.values[k] != s.values[k - 1]:
                     out.add((s.times[k], "model load"))
         return sorted(out)
+
+
+def _compute_tail(series: list[Series], start: float, end: float) -> tuple[float, float] | None:
+    """Return (p99, p50) of per-request compute at the scrape in [start, end] where they differ most.
+
+    Triton's summaries cover roughly the last minute whatever the scrape interval, so a few
+    executions that took seconds stand out in p99 even when a 30 s scrape dilutes them in the
+    mean. Absent when the server runs without summary latencies.
+    """
+    by_q: dict[str, dict[tuple[tuple[str, str], ...], Series]] = {}
+    for s in series:
+        rest = tuple(kv for kv in s.labels if kv[0] != "quantile")
+        by_q.setdefault(label(s.labels, "quantile"), {})[rest] = s
+    best: tuple[float, float] | None = None
+    for rest, hi in by_q.get("0.99", {}).items():
+        lo = by_q.get("0.5", {}).get(rest)
+        if lo is None:
+            continue
+        p50_at = dict(zip(lo.times, lo.values, strict=True))
+        for t, p99 in zip(hi.times, hi.values, strict=True):
+            p50 = p50_at.get(t)
+            if (
+                start <= t <= end
+                and p50 is not None
+                and p50 > 0
+                and (best is None or p99 / p50 > best[0] / best[1])
+            ):
+                best = (p99, p50)
+    return best

@@ -72,6 +72,13 @@ class Thresholds(BaseModel):
     # cold start and reloads.
     cold_age_s: float = Field(240.0, description="A subject younger than this may be cold.")
     cold_compute_ratio: float = Field(3.0, description="Early vs steady compute per execution.")
+    cold_tail_ratio: float = Field(
+        10.0,
+        description=(
+            "Early per-request compute p99 vs p50 (summaries): a few executions that took "
+            "seconds where the rest take milliseconds; batch-size spread stays far below."
+        ),
+    )
     cold_queue_us: float = Field(20_000.0, description="Early mean queue time that users felt.")
     spike_factor: float = Field(3.0, description="Per-scrape latency vs median that is a spike.")
     burst_merge_s: float = Field(

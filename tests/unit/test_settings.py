@@ -22,6 +22,7 @@ playbook_dirs: [/etc/tritonguard/playbooks]
 slack:
   channel: "#ml-oncall"
 kube:
+  in_cluster: true
   leader_election: true
 """
 
@@ -164,3 +165,12 @@ def test_target_from_url_and_listen() -> None:
         target_from_url("10.0.0.5:8002")
     with pytest.raises(ValueError, match="host:port"):
         split_listen("9108")
+
+
+def test_leader_election_without_an_api_names_the_file_and_line(tmp_path: Path) -> None:
+    """A config asking for leader election with no way to reach Kubernetes fails at start-up."""
+    path = tmp_path / "c.yaml"
+    path.write_text("dry_run: false\nkube:\n  leader_election: true\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(path)
+    assert str(err.value).startswith(f"{path}:2: kube: kube.leader_election needs the Kubernetes")

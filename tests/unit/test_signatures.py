@@ -141,6 +141,40 @@ def test_cold_start_quiet_when_slow_executions_had_no_waiting_requests() -> None
     assert "cold_start" not in causes(events)
 
 
+def _coarse_deploy(cold_p99_ms: float) -> dict[str, str]:
+    """Return a 30 s scrape where bert's first scrape holds a few cold executions among warm ones."""
+    iv, base_n = 30.0, 4
+    base = triton_model([Phase(base_n + 8, rps=10)], interval=iv, model="resnet")
+    late = triton_model(
+        # 3 s of cold executions spread over 300 requests: only 2.25x the steady 8 ms each.
+        [Phase(1, rps=10, infer_ms=18, queue_ms=60), Phase(7, rps=10, infer_ms=8, queue_ms=0.5)],
+        interval=iv,
+        model="bert",
+    )
+    sel = 'model="bert",version="1",namespace="prod",pod="triton-0"'
+    summary = "nv_inference_compute_infer_summary_us"
+    # Triton's summaries cover about a minute: the cold executions stay in p99 for two scrapes.
+    late[f'{summary}{{{sel},quantile="0.5"}}'] = "8000x7"
+    late[f'{summary}{{{sel},quantile="0.99"}}'] = f"{cold_p99_ms * 1000:.0f}x1 9000x5"
+    base.update({k: f"_x{base_n - 1} {v}" for k, v in late.items()})
+    return base
+
+
+def test_cold_start_at_a_30s_scrape_is_seen_in_the_compute_summary() -> None:
+    """Diluted in a 30 s scrape's mean, cold executions still show in per-request compute p99."""
+    events = run_engine(_coarse_deploy(cold_p99_ms=1500), interval=30.0)
+    first = [(c, m) for c, m, _ in opened(events) if m == "bert"]
+    assert first and first[0] == ("cold_start", "bert"), opened(events)
+    e = next(e for e in events if e.event == "opened" and e.cause == "cold_start")
+    assert e.evidence["early_compute_p99_over_p50"].value >= 100
+
+
+def test_cold_start_quiet_when_the_compute_tail_is_batch_size_spread() -> None:
+    """A p99 3x the p50 after a deploy is batch sizes varying, not a cold model."""
+    events = run_engine(_coarse_deploy(cold_p99_ms=24), interval=30.0)
+    assert "cold_start" not in causes(events)
+
+
 def _cpu(
     series: dict[str, str], usage: list[tuple[float, int]], throttled: list[tuple[float, int]]
 ) -> None:

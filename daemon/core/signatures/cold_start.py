@@ -17,7 +17,11 @@ def check(ctx: Context) -> Finding | None:
     if birth.early_exec_peak_us is None or birth.latest_exec_us is None or e.mean_queue_us is None:
         return None
     decay = birth.early_exec_peak_us / max(birth.latest_exec_us, 1.0)
-    if decay < t.cold_compute_ratio:
+    p99, p50 = birth.early_compute_p99_us, birth.early_compute_p50_us
+    tail = p99 / p50 if p99 is not None and p50 else None
+    # Per-scrape compute shows the first slow executions at short scrape intervals; at long
+    # ones they are diluted, but the summary's p99 still holds them.
+    if decay < t.cold_compute_ratio and (tail is None or tail < t.cold_tail_ratio):
         return None  # not slower at first than later: no warm-up effect
     if e.mean_queue_us < t.cold_queue_us:
         return None  # slow first executions nobody waited for (e.g. model_warmup before Ready)
@@ -40,6 +44,15 @@ def check(ctx: Context) -> Finding | None:
             ms(birth.latest_exec_us), "ms", "latest per-scrape compute/exec"
         ),
         "decay_ratio": ctx.ev(decay, "ratio", "early peak / latest compute per execution"),
+        **(
+            {
+                "early_compute_p99_over_p50": ctx.ev(
+                    tail, "ratio", "per-request compute p99 / p50 soon after start", e.window_s
+                )
+            }
+            if tail is not None
+            else {}
+        ),
         "early_mean_queue_ms": ctx.ev(
             ms(e.mean_queue_us), "ms", "queue time of the first requests", e.window_s
         ),

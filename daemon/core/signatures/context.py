@@ -54,6 +54,9 @@ class Birth:
     early: FeatureSet
     early_exec_peak_us: float | None
     latest_exec_us: float | None
+    # Per-request compute quantiles soon after birth (summaries), robust to coarse scrapes.
+    early_compute_p99_us: float | None = None
+    early_compute_p50_us: float | None = None
 
 
 @dataclass(slots=True)
