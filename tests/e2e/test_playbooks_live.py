@@ -700,47 +700,27 @@ COLD_V2 = CLASSIFIER.with_(
     ),
 )
 
-# The shipped cold-start playbook cannot know a model's inputs, so it sends warm-up requests
-# and posts the model_warmup snippet. A team that knows its model writes the warm-up into the
-# config, so every later load is warm before Ready. Values are written the way Triton returns
-# them (int64 dims as strings) so the read-back after the reload matches.
-ADD_WARMUP = """
-name: cold-start-add-model-warmup
-when: {causes: [cold_start], min_confidence: 0.5}
-guards: {dry_run: false, cooldown: 10m, max_runs_per_hour: 2}
-steps:
-  - action: triton.update_config
-    params:
-      set:
-        model_warmup:
-          - name: tritonguard_warmup
-            batch_size: 1
-            count: 8
-            inputs: {INPUT0: {data_type: TYPE_FP32, dims: ["16"], zero_data: true}}
-  - action: slack.post
-    params:
-      text: "{{ model }} started cold; model_warmup added to its config."
-"""
-
 
 async def test_cold_start_gets_model_warmup_and_the_next_load_is_warm(
     tmp_path: Path, fake_slack: FakeSlack
 ) -> None:
     """A deploy without warm-up is diagnosed; model_warmup goes into the config; reloads are warm.
 
-    Version 2's first 6 executions per instance take +2 s × 0.5^n. The spike is measured
-    by a client sending one request at a time: after the deploy, and after a later load of
-    the model (a redeploy of the same config with a new revision).
+    Version 2's first 6 executions per instance take +2 s × 0.5^n. The shipped playbook sends
+    warm-up requests and writes model_warmup built from the model's own inputs. The spike is
+    measured by a client sending one request at a time: after the deploy, and after a later
+    load of the model (a redeploy of the same config with a new revision).
     """
-    async with lab(tmp_path, fake_slack, [CLASSIFIER], {"cold_start": ADD_WARMUP}) as lb:
+    books = {"cold_start": shipped("cold_start")}
+    async with lab(tmp_path, fake_slack, [CLASSIFIER], books) as lb:
         lb.load(LoadSpec("classifier", schedule=(Segment(0, 20.0),), duration_s=150, seed=41))
         await asyncio.sleep(15)
         await lb.deploy(COLD_V2)
         cold = await timed_requests(lb.client, "classifier", 8, 0.1)
         ran = await until(
-            lambda: lb.row("triton.update_config", "ran", "failed", "skipped"),
+            lambda: lb.row("triton.add_warmup", "ran", "failed", "skipped"),
             60,
-            "update_config ran",
+            "add_warmup ran",
         )
         fixed_cfg = await lb.client.model_config("classifier")
         # The next load: the same model redeployed (a new revision parameter forces a reload).
@@ -764,7 +744,10 @@ async def test_cold_start_gets_model_warmup_and_the_next_load_is_warm(
         cold_start_incidents=len(incidents),
     )
     assert ran["status"] == "ran", ran["reason"]
-    assert fixed_cfg["model_warmup"][0]["count"] == 8
+    [sample] = fixed_cfg["model_warmup"]
+    assert int(sample["count"]) == 8
+    assert sample["inputs"]["INPUT0"]["data_type"] == "TYPE_FP32"
+    assert [int(d) for d in sample["inputs"]["INPUT0"]["dims"]] == [16]
     assert max(cold) > 1000.0  # the cold deploy's first requests paid seconds
     # The next load ran its warm-up before Ready: without it the first request pays 2 s.
     assert max(warm) < 400.0

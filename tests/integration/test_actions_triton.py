@@ -29,7 +29,7 @@ _ids = itertools.count(1)
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     """One real Triton (explicit mode, repository API behind an access token) per module."""
     repo = tmp_path_factory.mktemp("repo")
-    for name in ("batchy", "shed", "warm", "guarded"):
+    for name in ("batchy", "shed", "warm", "guarded", "cold"):
         write_model(
             repo, ModelSpec(name=name, dynamic_batching=DynamicBatching(max_queue_delay_us=20000))
         )
@@ -347,3 +347,37 @@ async def test_lowering_the_batch_delay_cuts_real_queue_time_and_verify_passes(
     ]
     assert measured["mean_queue_us"] < before_us / 10
     print(f"mean queue time: {before_us:.0f} us before, {measured['mean_queue_us']:.0f} us after")
+
+
+ADD_WARMUP = """
+name: add-warmup
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 0s}
+steps:
+  - action: triton.add_warmup
+    params: {count: 4, batch_size: 64}
+"""
+
+
+async def test_add_warmup_writes_model_warmup_from_the_inputs_and_reloads(
+    triton: TritonClient,
+) -> None:
+    """model_warmup is built from the live inputs, loaded, read back; a second run is a no-op."""
+    before = await triton.model_config("cold")
+    assert not before.get("model_warmup")
+    store = AuditStore()
+    records = await dispatcher([book(ADD_WARMUP)], triton, store).handle(event("cold"))
+    assert [r["status"] for r in records] == ["ran"], records
+    after = await triton.model_config("cold")
+    [sample] = after["model_warmup"]
+    inputs = {i["name"]: i for i in before["input"]}
+    assert set(sample["inputs"]) == set(inputs)
+    for name, spec in sample["inputs"].items():
+        assert spec["data_type"] == inputs[name]["data_type"]
+        assert [int(d) for d in spec["dims"]] == [int(d) for d in inputs[name]["dims"]]
+    # batch_size 64 is capped at the model's max_batch_size so Triton accepts the sample.
+    assert int(sample["batch_size"]) == int(before["max_batch_size"])
+    assert int(sample["count"]) == 4
+    assert await triton.model_ready("cold")
+    again = await dispatcher([book(ADD_WARMUP)], triton, AuditStore()).handle(event("cold"))
+    assert again[0]["detail"]["note"] == "model_warmup already configured"
