@@ -6,20 +6,16 @@ import argparse
 import asyncio
 import signal
 import sys
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from daemon.core.findings import CAUSES
-from daemon.lab.demo import (
-    DEFAULT_FAULTS,
-    QUICK_FAULTS,
-    DemoError,
-    DemoPlan,
-    plan_demo,
-    run_demo,
-)
-from daemon.lab.triton_server import TritonServerError, pytriton_root
+from daemon.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from daemon.logs import configure_logging
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from daemon.lab.demo import DemoPlan
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -59,6 +55,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; Ctrl-C stops every server and process it started."""
+    # The lab (load generator, Triton launcher, rich live views) loads only for the demo, so
+    # `replay`, `validate` and `test` in a playbook author's CI start quickly.
+    from rich.console import Console  # noqa: PLC0415
+
+    from daemon.lab.demo import DemoError, plan_demo  # noqa: PLC0415
+    from daemon.lab.triton_server import TritonServerError, pytriton_root  # noqa: PLC0415
+
     console = Console()
     try:
         plan = plan_demo(args.only, quick=args.quick, act=args.act)
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(plan: DemoPlan, console: Console) -> int:
+    from daemon.lab.demo import run_demo  # noqa: PLC0415
+
     # SIGTERM (a CI job cancelled, `timeout`) stops the demo as cleanly as Ctrl-C does.
     task = asyncio.current_task()
     if task is not None:

@@ -7,17 +7,18 @@ import asyncio
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 from rich.table import Table
 
-from daemon.clients.metrics_scraper import MetricsScraper
-from daemon.clients.triton_api import TritonClient, TritonError
 from daemon.core.engine import Diagnosis, Engine
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.settings import TargetSettings
-from daemon.sources.scrape import ScrapeSource
+
+if TYPE_CHECKING:
+    from daemon.clients.triton_api import TritonClient
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tritonguard: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    # The HTTP clients (aiohttp) load only here, so the other subcommands start quickly.
+    from daemon.clients.triton_api import TritonError  # noqa: PLC0415
+
     try:
         engine, events, scrapes_ok = asyncio.run(_watch(targets, duration, args.interval))
     except TritonError as exc:
@@ -120,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
 async def _watch(
     targets: list[TargetSettings], duration: float, interval: float
 ) -> tuple[Engine, list[IncidentEvent], int]:
+    from daemon.clients.metrics_scraper import MetricsScraper  # noqa: PLC0415
+    from daemon.clients.triton_api import TritonClient  # noqa: PLC0415
+    from daemon.sources.scrape import ScrapeSource  # noqa: PLC0415
+
     engine = Engine()
     source = ScrapeSource(
         targets, MetricsScraper(timeout_s=min(5.0, interval * 2)), interval_s=interval
@@ -152,6 +160,8 @@ async def _watch(
 async def _learn_configs(
     engine: Engine, client: TritonClient, seen: set[str], t: TargetSettings
 ) -> None:
+    from daemon.clients.triton_api import TritonError  # noqa: PLC0415
+
     models = {s.model for s in (subj.subject for subj in engine.last_diagnoses.values())}
     models |= {
         v

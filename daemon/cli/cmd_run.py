@@ -6,14 +6,15 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.core.engine import Engine, EngineConfig
 from daemon.core.playbook_model import PlaybookError
 from daemon.logs import configure_logging
-from daemon.runtime.daemon_app import DaemonApp
-from daemon.runtime.playbook_runner import PlaybookRunner, build_runner
 from daemon.settings import Settings, SettingsError, load_settings, target_from_url
+
+if TYPE_CHECKING:
+    from daemon.runtime.playbook_runner import PlaybookRunner
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -80,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 def start_playbooks(settings: Settings, engine: Engine) -> PlaybookRunner | str:
     """Build the playbook runner, or return a one-line reason it cannot start."""
+    # The runtime (aiohttp, Kubernetes and Slack SDKs) loads only when the daemon runs, so the
+    # other subcommands start quickly.
+    from daemon.runtime.playbook_runner import build_runner  # noqa: PLC0415
+
     try:
         return build_runner(settings, engine)
     except PlaybookError as exc:
@@ -91,6 +96,8 @@ def start_playbooks(settings: Settings, engine: Engine) -> PlaybookRunner | str:
 
 
 async def _serve(settings: Settings) -> int:
+    from daemon.runtime.daemon_app import DaemonApp  # noqa: PLC0415
+
     engine = Engine(EngineConfig(thresholds=settings.thresholds))
     runner = start_playbooks(settings, engine)
     if isinstance(runner, str):
@@ -103,6 +110,8 @@ async def _serve(settings: Settings) -> int:
 
 
 async def _once(settings: Settings) -> int:
+    from daemon.runtime.daemon_app import DaemonApp  # noqa: PLC0415
+
     app = DaemonApp(settings)
     if not app.sources:
         print(

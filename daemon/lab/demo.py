@@ -23,17 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from daemon.core.findings import CAUSES, IncidentEvent
+from daemon.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from daemon.lab.live_lab import LabWatch, LiveScenario, Outcome, judge, latency_view, retimed
 from daemon.lab.node_exporter import NodeExporter
 from daemon.lab.scenarios import SCENARIOS
-
-DEFAULT_FAULTS: tuple[str, ...] = (
-    "batching_delay",
-    "too_few_instances",
-    "retry_storm",
-    "cold_start",
-)
-QUICK_FAULTS: tuple[str, ...] = ("batching_delay", "retry_storm")
 
 
 class DemoError(ValueError):

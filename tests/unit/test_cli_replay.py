@@ -153,3 +153,19 @@ def test_unknown_threshold_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["replay", str(_trace(tmp_path)), "--config", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "tg.yaml" in err and "open_confidense" in err
+
+
+def test_the_cli_loads_no_network_sdk_until_a_subcommand_needs_it() -> None:
+    """replay/validate/test in a playbook author's CI start without aiohttp or the cluster SDKs."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, daemon.cli.main; "
+        "print(','.join(m for m in ('aiohttp', 'kubernetes', 'slack_sdk', "
+        "'prometheus_api_client', 'tritonclient', 'daemon.lab.demo') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""
