@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from daemon.core.findings import Fix, IncidentEvent, Subject
-from daemon.lab.demo import DEFAULT_FAULTS, QUICK_FAULTS, DemoError, action_line, plan_demo
+from daemon.lab.demo import DemoError, action_line, plan_demo
+from daemon.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from daemon.lab.detect_live import cell
 from daemon.lab.live_lab import Outcome, judge, retimed
 from daemon.lab.loadgen import rate_at
