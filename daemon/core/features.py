@@ -12,6 +12,14 @@ from daemon.core.thresholds import Thresholds
 SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
 
 
+def _names_a_pod(labels: Labels) -> bool:
+    return any(label(labels, k) for k in ("exported_pod", "pod", "pod_name"))
+
+
+def _host_of(labels: Labels) -> str:
+    return label(labels, "instance").rsplit(":", 1)[0] or label(labels, "Hostname")
+
+
 def target_of(labels: Labels) -> tuple[str, str]:
     """Return (namespace, pod) of a series; `instance` stands in for a pod outside Kubernetes.
 
@@ -145,6 +153,27 @@ class FeatureReader:
             ):
                 out.append(s)
         return out
+
+    def host_series(self, name: str, ns: str, pod: str) -> list[Series]:
+        """Series of a per-host exporter (DCGM), by pod when it maps pods, else by host.
+
+        A DCGM exporter without Kubernetes pod mapping labels its series with its own
+        ``instance`` (and ``Hostname``): they describe the host's GPUs, so they belong to the
+        Triton on the same host, or to the only Triton there is when one host is in view.
+        """
+        mapped = self.pod_series(name, ns, pod)
+        if mapped:
+            return mapped
+        family = list(self.store.family(name))
+        if not family or any(_names_a_pod(s.labels) for s in family):
+            # The exporter maps GPUs to pods, and none is this pod's: it has no GPU in view.
+            return []
+        unmapped = family
+        hosts = {_host_of(s.labels) for s in unmapped}
+        host = pod.rsplit(":", 1)[0] if ":" in pod else ""
+        if host and host in hosts:
+            return [s for s in unmapped if _host_of(s.labels) == host]
+        return unmapped if len(hosts) == 1 else []
 
     def interval(self, key: SubjectKey) -> float:
         """Scrape interval of a subject (median spacing of its request counter)."""
@@ -288,17 +317,17 @@ class FeatureReader:
     def _pod_signals(
         self, f: FeatureSet, ns: str, pod: str, *, start: float, end: float, max_age: float
     ) -> None:
-        dcgm = self.pod_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
+        dcgm = self.host_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
         if dcgm:
             util = self.latest_max(dcgm, max_age)
             f.gpu_util = None if util is None else util / 100.0
         else:
             f.gpu_util = self.latest_max(self.pod_series("nv_gpu_utilization", ns, pod), max_age)
         f.pcie_rx_bps = self.latest_sum(
-            self.pod_series("DCGM_FI_PROF_PCIE_RX_BYTES", ns, pod), max_age
+            self.host_series("DCGM_FI_PROF_PCIE_RX_BYTES", ns, pod), max_age
         )
         f.pcie_tx_bps = self.latest_sum(
-            self.pod_series("DCGM_FI_PROF_PCIE_TX_BYTES", ns, pod), max_age
+            self.host_series("DCGM_FI_PROF_PCIE_TX_BYTES", ns, pod), max_age
         )
         f.cpu_host_util = self.latest_max(self.pod_series("nv_cpu_utilization", ns, pod), max_age)
 

@@ -48,6 +48,37 @@ def test_dcgm_joins_on_exported_pod() -> None:
     assert features(series).gpu_util == 0.87
 
 
+def test_dcgm_without_pod_mapping_joins_the_triton_on_its_host() -> None:
+    """Outside Kubernetes DCGM labels only its host: its GPUs belong to the Triton on that host."""
+    engine = Engine()
+    sel = 'model="resnet",version="1",instance="10.0.0.7:8002"'
+    series = {
+        k.replace('namespace="prod",pod="triton-0"', sel.split(",", 2)[2]): v
+        for k, v in triton_model([Phase(12, rps=5)], interval=IV).items()
+    }
+    series['DCGM_FI_DEV_GPU_UTIL{instance="10.0.0.7:9400",Hostname="gpu-1",gpu="0"}'] = gauge(
+        [(64, 13)]
+    )
+    series['DCGM_FI_DEV_GPU_UTIL{instance="10.0.0.8:9400",Hostname="gpu-2",gpu="0"}'] = gauge(
+        [(5, 13)]
+    )
+    series['DCGM_FI_PROF_PCIE_RX_BYTES{instance="10.0.0.7:9400",Hostname="gpu-1",gpu="0"}'] = gauge(
+        [(2_000_000, 13)]
+    )
+    engine.ingest(samples_of(series, interval=IV), START)
+    f = engine.features(Subject("", "resnet", "10.0.0.7:8002"), START + 12 * IV)
+    assert f is not None
+    assert f.gpu_util == 0.64 and f.pcie_rx_bps == 2_000_000
+
+
+def test_dcgm_that_maps_pods_gives_a_pod_without_a_gpu_none() -> None:
+    """When DCGM maps GPUs to pods and none is this pod's, GPU signals stay unknown."""
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    series['DCGM_FI_DEV_GPU_UTIL{namespace="prod",pod="other-0",gpu="0"}'] = gauge([(90, 13)])
+    series['DCGM_FI_DEV_GPU_UTIL{namespace="",pod="",gpu="1"}'] = gauge([(70, 13)])
+    assert features(series).gpu_util is None
+
+
 def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
     """node-exporter's instance (IP:port) is matched to the pod's node by host_ip."""
     series = triton_model([Phase(12, rps=5)], interval=IV)
