@@ -3,7 +3,9 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY daemon ./daemon
-# Build a wheel of the package (no lab or dev extras: the daemon needs neither).
+COPY playbooks ./playbooks
+# Build a wheel of the package and its shipped playbooks (no lab or dev extras: the daemon
+# needs neither).
 RUN pip install --no-cache-dir --upgrade pip build \
  && python -m build --wheel --outdir /wheels .
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,8 +30,20 @@ from daemon.runtime.flight_recorder import FlightRecorder
 from daemon.runtime.leader_election import LeaderElector
 from daemon.settings import Settings
 
+
+def shipped_playbooks_dir() -> Path:
+    """Return the shipped playbooks: the source tree's ``playbooks/``, else the installed copy.
+
+    The wheel installs them (with their tests) under ``<prefix>/share/tritonguard/playbooks``.
+    """
+    source = Path(__file__).resolve().parents[2] / "playbooks"
+    if source.is_dir():
+        return source
+    return Path(sys.prefix) / "share" / "tritonguard" / "playbooks"
+
+
 # The playbooks shipped with the product: one per cause, all in dry-run until turned off.
-SHIPPED_PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+SHIPPED_PLAYBOOKS = shipped_playbooks_dir()
 DEFAULT_SLACK_CHANNEL = "#tritonguard"
 
 
