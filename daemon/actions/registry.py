@@ -100,6 +100,8 @@ class ActionContext:
     feature_value: Callable[[Subject, str], float | None] = lambda s, n: None
     sleep: Callable[[float], Awaitable[None]] = _no_sleep
     static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # Set while undoing: values the server had before are put back without bound checks.
+    restoring: bool = False
 
     def need_triton(self) -> TritonLike:
         """Return the Triton client or fail with a reason the audit trail can show."""

@@ -23,6 +23,7 @@ from daemon.core.config_patch import (
     bound_for,
     flatten,
     parse_path,
+    reverse_patch,
 )
 from daemon.core.playbook_model import Duration
 
@@ -63,7 +64,7 @@ class UpdateConfigParams(ActionParams):
 def patched(ctx: ActionContext, config: dict[str, Any], patch: ConfigPatch) -> Any:
     """Apply ``patch`` within the context's bounds; BoundsExceeded/ActionFailed on refusal."""
     try:
-        return apply_patch(config, patch, ctx.bounds)
+        return apply_patch(config, patch, ctx.bounds, check_bounds=not ctx.restoring)
     except BoundError as exc:
         raise BoundsExceeded(str(exc)) from None
     except PatchError as exc:
@@ -132,11 +133,26 @@ async def reload_with_patch(
         # Triton kept the old model (a failed load leaves it serving): say what did not apply.
         paths = ", ".join(c.path for c in remaining)
         raise ActionFailed(f"{model}: reload did not apply {paths}; the server kept its config")
-    undo = UndoStep(
-        "triton.load",
-        {"model": model, "config": previous, "ready_timeout": ready_timeout},
-        on_resolve=restore_on_resolve,
-    )
+    reverse = reverse_patch(previous, changes) if restore_on_resolve else None
+    if reverse is not None:
+        # Restored on resolve, maybe minutes later: put back only these paths, keeping what
+        # changed since (another playbook's fix, an operator's edit).
+        undo = UndoStep(
+            "triton.update_config",
+            {
+                "model": model,
+                "set": dict(reverse.set),
+                "remove": list(reverse.remove),
+                "ready_timeout": ready_timeout,
+            },
+            on_resolve=True,
+        )
+    else:
+        undo = UndoStep(
+            "triton.load",
+            {"model": model, "config": previous, "ready_timeout": ready_timeout},
+            on_resolve=restore_on_resolve,
+        )
     return ActionResult(
         detail={"model": model, "changes": [c.as_dict() for c in changes]}, undo=undo
     )

@@ -155,8 +155,14 @@ async def run_case(test: TestCase, tf: TestFile, books: list[Playbook], base: Pa
     actions: list[dict[str, Any]] = []
     for t, batch in drive(engine, samples, eval_interval_s=tf.evaluation_interval):
         now[0] = t
+        successors = disp.successors(batch)
         for ev in batch:
-            ev.actions = await disp.handle(ev, t)
+            handed = (
+                disp.hand_over(ev, successors[ev.incident_id])
+                if ev.incident_id in successors
+                else []
+            )
+            ev.actions = handed + await disp.handle(ev, t)
             events.append(ev.as_dict())
             actions += [
                 dict(r, model=ev.subject.model, incident=ev.incident_id) for r in ev.actions

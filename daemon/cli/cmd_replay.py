@@ -14,7 +14,7 @@ from rich.console import Console
 from daemon.core.engine import Engine, EngineConfig
 from daemon.core.findings import IncidentEvent
 from daemon.core.replay import drive
-from daemon.runtime.dispatcher import DryRunPlanner
+from daemon.runtime.dispatcher import Dispatcher, DryRunPlanner
 from daemon.sources.replay import TraceError, load_trace
 
 
@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
             first_t = t if first_t is None else first_t
             last_t = t
             if planner is not None:
+                successors = Dispatcher.successors(events)
                 for ev in events:
-                    ev.actions = list(planner.plan(ev))
+                    ev.actions = list(planner.plan(ev, successors.get(ev.incident_id)))
                 events.extend(_due_actions(engine, planner, t, {e.incident_id for e in events}))
             for ev in events:
                 count += 1

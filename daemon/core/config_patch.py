@@ -210,16 +210,54 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     ]
 
 
+def reverse_patch(previous: Mapping[str, Any], changes: list[Change]) -> ConfigPatch | None:
+    """Return the patch that puts ``changes`` back on whatever config is live later, or None.
+
+    Restoring only the changed paths keeps what others changed since (an instance added by
+    another playbook, an operator's edit); a whole-config reload would undo those too. A field
+    the change created is removed from its highest ancestor that did not exist before. None
+    when the change removed something (a list entry cannot be put back by path).
+    """
+    if any(c.new is None for c in changes):
+        return None
+    before = flatten(dict(previous))
+    set_: dict[str, Any] = {}
+    remove: list[str] = []
+    for change in changes:
+        if change.old is not None:
+            set_[change.path] = change.old
+            continue
+        parts = parse_path(change.path)
+        prefix = ""
+        for part in parts:
+            prefix = (
+                f"{prefix}[{part}]"
+                if isinstance(part, int)
+                else (f"{prefix}.{part}" if prefix else part)
+            )
+            if not any(p == prefix or p.startswith((prefix + ".", prefix + "[")) for p in before):
+                break
+        if isinstance(parts[-1], int) or "[" in prefix.rsplit(".", 1)[-1]:
+            return None  # a new list entry: removing by index could hit another one
+        if prefix not in remove:
+            remove.append(prefix)
+    return ConfigPatch(set=set_, remove=tuple(remove))
+
+
 def apply_patch(
     config: Mapping[str, Any],
     patch: ConfigPatch,
     bounds: Mapping[str, Bound] | None = None,
+    *,
+    check_bounds: bool = True,
 ) -> tuple[dict[str, Any], list[Change]]:
     """Return the patched copy of ``config`` and its changes; never modify the input.
 
     Every numeric leaf whose value changes must lie within a bound from ``bounds`` (playbook
     bounds merged over DEFAULT_BOUNDS by the caller; DEFAULT_BOUNDS when None). A numeric change
     with no bound at all is refused, so a typo cannot push a field to an arbitrary value.
+    ``check_bounds=False`` is for putting back values the server had before the daemon changed
+    them: bounds guard new values, not a restore.
     """
     limits = DEFAULT_BOUNDS if bounds is None else bounds
     new: dict[str, Any] = copy.deepcopy(dict(config))
@@ -250,7 +288,7 @@ def apply_patch(
         elif isinstance(container, dict):
             container.pop(key, None)
     changes = diff(config, new)
-    for change in changes:
+    for change in changes if check_bounds else ():
         number = _as_number(change.new)
         if number is None or change.new is None:
             continue

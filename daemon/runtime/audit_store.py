@@ -210,6 +210,18 @@ class AuditStore:
         rows = self._exec(sql + " ORDER BY id DESC", tuple(args)).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
 
+    def hand_over_undos(self, from_incident: str, to_incident: str) -> list[tuple[str, str, Any]]:
+        """Move pending restore-on-resolve undos to another incident; return what moved.
+
+        Each moved undo is returned as (playbook, action, params).
+        """
+        moved = self.pending_undos(from_incident, on_resolve=True)
+        self._exec(
+            "UPDATE undos SET incident_id = ? WHERE incident_id = ? AND done = 0 AND on_resolve = 1",
+            (to_incident, from_incident),
+        )
+        return [(playbook, action, params) for _, playbook, action, params in moved]
+
     def mark_undo_done(self, undo_id: int) -> None:
         """Mark an undo as carried out."""
         self._exec("UPDATE undos SET done = 1 WHERE id = ?", (undo_id,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from daemon.actions.registry import (
     UndoStep,
     load_all,
 )
+from daemon.core.config_patch import Change, reverse_patch
 from daemon.core.findings import IncidentEvent, Subject
 from daemon.core.guards import GuardSettings, RunRecord, decide, merge_bounds, model_key
 from daemon.core.playbook_model import (
@@ -340,9 +341,67 @@ class Dispatcher:
             )
             if getattr(params, "restore_on_resolve", False):
                 self._dry_undos.setdefault(event.incident_id, []).append(
-                    (book.name, UndoStep("triton.load", {"model": detail.get("model", "")}, True))
+                    (book.name, self._planned_restore(detail))
                 )
         return records
+
+    def _planned_restore(self, detail: Mapping[str, Any]) -> UndoStep:
+        """Return the restore a live run would make for a planned change (as far as known)."""
+        model = str(detail.get("model", ""))
+        config = self.env.static_configs.get(model)
+        changes = [
+            Change(c["path"], c.get("old"), c.get("new"))
+            for c in detail.get("changes") or []
+            if isinstance(c, Mapping) and "path" in c
+        ]
+        reverse = reverse_patch(config, changes) if config is not None and changes else None
+        if reverse is None:
+            return UndoStep("triton.load", {"model": model}, True)
+        params = {"model": model, "set": dict(reverse.set), "remove": list(reverse.remove)}
+        return UndoStep("triton.update_config", params, True)
+
+    @staticmethod
+    def successors(events: list[IncidentEvent]) -> dict[str, IncidentEvent]:
+        """Map each incident that resolves as another opens on its subject (same batch) to it."""
+        opened = {e.subject.key(): e for e in events if e.event == "opened"}
+        return {
+            e.incident_id: opened[e.subject.key()]
+            for e in events
+            if e.event == "resolved" and e.subject.key() in opened
+        }
+
+    def hand_over(self, resolved: IncidentEvent, successor: IncidentEvent) -> list[Record]:
+        """Give the restores of ``resolved`` to ``successor``: they run when that one resolves.
+
+        The subject has not recovered, only its diagnosis moved (a retry storm held off by
+        shedding is still an overload): lifting a shed now would restart the storm. Call before
+        handling ``resolved``, in the same order of work on the subject.
+        """
+        moved = self.store.hand_over_undos(resolved.incident_id, successor.incident_id)
+        dry = self._dry_undos.pop(resolved.incident_id, [])
+        if dry:
+            self._dry_undos.setdefault(successor.incident_id, []).extend(dry)
+        reason = (
+            f"{successor.cause} opened on the subject as {resolved.cause} resolved; "
+            f"the restore waits until {successor.incident_id} resolves"
+        )
+        items = [(b, a, p, False) for b, a, p in moved] + [
+            (b, u.action, u.params, True) for b, u in dry
+        ]
+        return [
+            self._record(
+                resolved,
+                book_name,
+                action,
+                _short(params),
+                dry_run,
+                "deferred",
+                resolved.at,
+                reason=reason,
+                phase="restore",
+            )
+            for book_name, action, params, dry_run in items
+        ]
 
     async def _execute(self, book: Playbook, event: IncidentEvent, now: float) -> list[Record]:
         records: list[Record] = []
@@ -523,7 +582,8 @@ class Dispatcher:
             book = book_by_name.get(book_name)
             if book is None:
                 continue
-            ctx = self._context(book, event, False)
+            # Restores put back what the server had; bounds guard new values only.
+            ctx = replace(self._context(book, event, False), restoring=True)
             step = Step(action=action, params=params)
             records.append(
                 await self._run_one(
@@ -605,9 +665,14 @@ class DryRunPlanner:
         self._disp = Dispatcher(books, AuditStore(), settings=GuardSettings(dry_run=True))
         self._loop = asyncio.new_event_loop()
 
-    def plan(self, event: IncidentEvent) -> list[Record]:
-        """Plan one incident transition: steps due now, or skipped and why."""
-        records = self._loop.run_until_complete(self._disp.handle(event, event.at))
+    def plan(self, event: IncidentEvent, successor: IncidentEvent | None = None) -> list[Record]:
+        """Plan one incident transition: steps due now, or skipped and why.
+
+        ``successor`` is the incident that opened on the subject as this one resolved (see
+        ``Dispatcher.successors``); restores then wait for it.
+        """
+        handed = self._disp.hand_over(event, successor) if successor is not None else []
+        records = handed + self._loop.run_until_complete(self._disp.handle(event, event.at))
         late = self._loop.run_until_complete(self._disp.tick(event.at))
         return records + late.get(event.incident_id, [])
 

@@ -156,6 +156,7 @@ class PlaybookRunner:
 
     async def on_events(self, events: list[IncidentEvent]) -> list[Record]:
         """Start handling each transition in its own task; return at once (records go to audit)."""
+        successors = self.dispatcher.successors(events)
         for event in events:
             if self.recorder is not None:
                 try:
@@ -171,9 +172,10 @@ class PlaybookRunner:
                         self._log.info(
                             "incident trace saved", incident=event.incident_id, path=str(path)
                         )
+            successor = successors.get(event.incident_id)
             self._chain(
                 event.subject,
-                functools.partial(self._handle, event),
+                functools.partial(self._handle, event, successor),
                 event.event,
             )
         return []
@@ -242,9 +244,12 @@ class PlaybookRunner:
         ]
 
     # ---- internals -----------------------------------------------------------------------
-    async def _handle(self, event: IncidentEvent) -> list[Record]:
+    async def _handle(self, event: IncidentEvent, successor: IncidentEvent | None) -> list[Record]:
+        # Handing restores over happens in the subject's chain, after the playbook that made
+        # them has recorded its undos.
+        handed = self.dispatcher.hand_over(event, successor) if successor is not None else []
         # The clock is read when the work starts: it may have waited behind the subject's chain.
-        return await self.dispatcher.handle(event, self.clock())
+        return handed + await self.dispatcher.handle(event, self.clock())
 
     def _chain(
         self, subject: Subject, work: Callable[[], Awaitable[list[Record]]], what: str

@@ -222,8 +222,72 @@ steps:
     assert int(policy["default_timeout_microseconds"]) == 200000
     records = await disp.handle(_resolved(opened))
     assert [(r["action"], r["status"], r["phase"]) for r in records] == [
-        ("triton.load", "ran", "restore")
+        ("triton.update_config", "ran", "restore")
     ]
+    assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
+
+
+SHED = """
+name: shed
+when: {causes: [batching_delay]}
+guards: {dry_run: false}
+steps:
+  - action: triton.shed_load
+    params: {max_queue_size: 4, default_timeout_microseconds: 200000}
+"""
+
+
+async def test_restore_on_resolve_keeps_changes_made_while_shedding(
+    triton: TritonClient,
+) -> None:
+    """Only the shed's paths are put back: an instance added meanwhile stays on the server."""
+    before = await triton.model_config("shed")
+    disp = dispatcher([book(SHED)], triton, AuditStore())
+    opened = event("shed")
+    assert [r["status"] for r in await disp.handle(opened)] == ["ran"]
+    # Meanwhile someone (another playbook, an operator) adds an instance.
+    grown = await triton.model_config("shed")
+    grown["instance_group"][0]["count"] = int(grown["instance_group"][0]["count"]) + 1
+    await triton.load("shed", grown)
+    records = await disp.handle(_resolved(opened))
+    assert [(r["action"], r["status"]) for r in records] == [("triton.update_config", "ran")]
+    after = await triton.model_config("shed")
+    assert after["dynamic_batching"] == before["dynamic_batching"]
+    assert int(after["instance_group"][0]["count"]) == int(before["instance_group"][0]["count"]) + 1
+    await triton.load("shed", before)
+
+
+async def test_restore_waits_while_the_subject_is_handed_to_another_cause(
+    triton: TritonClient,
+) -> None:
+    """An incident resolving as another opens on the pod keeps its shed until that one resolves."""
+    before = await triton.model_config("shed")
+    disp = dispatcher([book(SHED)], triton, AuditStore())
+    first = event("shed")
+    assert [r["status"] for r in await disp.handle(first)] == ["ran"]
+    resolved = _resolved(first)
+    successor = IncidentEvent(
+        event="opened",
+        incident_id=f"inc-shed-{next(_ids)}",
+        cause="too_few_instances",
+        subject=first.subject,
+        at=resolved.at,
+        confidence=0.9,
+        summary="every instance busy",
+        evidence={},
+        fix=Fix("add an instance"),
+        opened_at=resolved.at,
+    )
+    assert Dispatcher.successors([resolved, successor]) == {first.incident_id: successor}
+    handed = disp.hand_over(resolved, successor)
+    assert [(r["action"], r["status"]) for r in handed] == [("triton.update_config", "deferred")]
+    assert successor.incident_id in handed[0]["reason"]
+    assert await disp.handle(resolved) == []
+    policy = (await triton.model_config("shed"))["dynamic_batching"]["default_queue_policy"]
+    assert policy["timeout_action"] == "REJECT"  # still shedding: the overload goes on
+    await disp.handle(successor)
+    records = await disp.handle(_resolved(successor))
+    assert [(r["action"], r["status"]) for r in records] == [("triton.update_config", "ran")]
     assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
 
 

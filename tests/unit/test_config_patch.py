@@ -12,6 +12,7 @@ from daemon.core.config_patch import (
     PatchError,
     apply_patch,
     parse_path,
+    reverse_patch,
 )
 
 CONFIG = {
@@ -85,3 +86,49 @@ def test_renaming_the_model_is_refused() -> None:
     """A patch must not change the model's name (the load would target another model)."""
     with pytest.raises(PatchError, match="rename"):
         apply_patch(CONFIG, ConfigPatch(set={"name": "other"}))
+
+
+SHED = ConfigPatch(
+    set={
+        "dynamic_batching.default_queue_policy.timeout_action": "REJECT",
+        "dynamic_batching.default_queue_policy.max_queue_size": 64,
+        "dynamic_batching.max_queue_delay_microseconds": 500,
+    }
+)
+
+
+def test_reverse_patch_restores_only_the_changed_paths_on_a_later_config() -> None:
+    """Undoing a shed keeps a change made since (instances) and drops the created policy."""
+    shed, changes = apply_patch(CONFIG, SHED)
+    reverse = reverse_patch(CONFIG, changes)
+    assert reverse is not None
+    assert reverse.remove == ("dynamic_batching.default_queue_policy",)
+    assert reverse.set == {"dynamic_batching.max_queue_delay_microseconds": "100000"}
+    later, _ = apply_patch(shed, ConfigPatch(add={"instance_group[0].count": 1}))
+    restored, _ = apply_patch(later, reverse, check_bounds=False)
+    assert restored["dynamic_batching"] == CONFIG["dynamic_batching"]
+    assert restored["instance_group"][0]["count"] == CONFIG["instance_group"][0]["count"] + 1
+
+
+def test_reverse_patch_gives_up_where_paths_cannot_say_what_to_undo() -> None:
+    """A removed field or a new list entry is undone by reloading the whole previous config."""
+    _, removed = apply_patch(CONFIG, ConfigPatch(remove=("dynamic_batching",)))
+    assert reverse_patch(CONFIG, removed) is None
+    _, appended = apply_patch(
+        CONFIG, ConfigPatch(set={"dynamic_batching.preferred_batch_size": [8, 16]})
+    )
+    assert reverse_patch(CONFIG, appended) is None
+
+
+def test_a_restore_is_not_held_to_the_bounds_of_new_values() -> None:
+    """Putting back the server's own value works even where a playbook bound would refuse it."""
+    tight = {"dynamic_batching.max_queue_delay_microseconds": Bound(0, 1000)}
+    lowered, changes = apply_patch(
+        CONFIG, ConfigPatch(set={"dynamic_batching.max_queue_delay_microseconds": 500}), tight
+    )
+    reverse = reverse_patch(CONFIG, changes)
+    assert reverse is not None
+    with pytest.raises(BoundError):
+        apply_patch(lowered, reverse, tight)
+    restored, _ = apply_patch(lowered, reverse, tight, check_bounds=False)
+    assert restored["dynamic_batching"]["max_queue_delay_microseconds"] == "100000"
