@@ -230,3 +230,32 @@ steps:
     records = await Dispatcher([book(text)], AuditStore()).handle(incident())
     assert records[0]["status"] == "failed"
     assert "queue_share" in records[0]["reason"] and "\n" not in records[0]["reason"]
+
+
+async def test_slack_diagnosis_carries_the_numbers_and_what_else_matched(slack: FakeSlack) -> None:
+    """The posted blocks pass Slack's limits and hold evidence with windows, fix, incident id."""
+    text = """
+name: tell
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false}
+steps:
+  - action: slack.post
+"""
+    ev = incident()
+    ev.evidence["queue_share"] = Evidence(0.82, "ratio", 30, "Δqueue_us / Δrequest_us")
+    ev.evidence["note"] = Evidence(None, "ms", 0, "a <tag> & more")
+    ev.secondary.append("too_few_instances")
+    disp = Dispatcher(
+        [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(None, slack)
+    )
+    records = await disp.handle(ev)
+    assert [r["status"] for r in records] == ["ran"], records
+    [posted] = slack.messages_in("#tritonguard-alerts")
+    fields = next(b["fields"] for b in posted.blocks if "fields" in b)
+    texts = [f["text"] for f in fields]
+    assert texts[0] == "*cpu*\n0.97 over 60 s\n_container CPU / quota_"
+    assert "*queue_share*\n0.82 over 30 s" in texts[1]
+    assert texts[2] == "*note*\nunknown\n_a &lt;tag&gt; &amp; more_"
+    context = posted.blocks[-1]["elements"][0]["text"]
+    assert ev.incident_id in context and "also matched: too_few_instances" in context
+    assert any("resources:" in b.get("text", {}).get("text", "") for b in posted.blocks)
