@@ -68,6 +68,20 @@ class Thresholds(BaseModel):
     timeout_failure_share: float = Field(0.05, description="Timeouts/cancels share of requests.")
     retry_rate_increase: float = Field(1.3, description="Arrivals vs baseline in a retry storm.")
     pending_explosion: float = Field(4.0, description="Pending vs busy instances in a storm.")
+    amplified_arrivals: float = Field(
+        2.0,
+        description=(
+            "Without timeout counts: arrivals at least this many times both what is served and "
+            "the baseline rate (at least one retry per request on average)."
+        ),
+    )
+    abandoned_backlog_s: float = Field(
+        30.0,
+        description=(
+            "Without timeout counts: pending requests worth this many seconds of service, "
+            "longer than clients wait, so queued work is mostly abandoned."
+        ),
+    )
 
     # cold start and reloads.
     cold_age_s: float = Field(240.0, description="A subject younger than this may be cold.")

@@ -308,6 +308,43 @@ def test_overload_without_timeouts_is_not_a_retry_storm() -> None:
     assert "too_few_instances" in found
 
 
+def _overload(extra_arrivals_rps: float) -> dict[str, str]:
+    """One instance saturated at 50/s after 20/s; pending grows by the arrivals beyond it."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=50, infer_ms=20, queue_ms=20_000)],
+        interval=IV,
+    )
+    sel = 'model="resnet",version="1",namespace="prod",pod="triton-0"'
+    growth = [(0.0, BASE_N)] + [(extra_arrivals_rps * IV * (i + 1), 1) for i in range(24)]
+    series[f"nv_inference_pending_request_count{{{sel}}}"] = gauge(growth)
+    return series
+
+
+def test_retry_storm_without_timeout_counts_is_read_from_amplified_arrivals() -> None:
+    """No ingress, no CANCELED: arrivals 3x service and a backlog of minutes mean re-sends."""
+    events = run_engine(_overload(extra_arrivals_rps=120), interval=IV)
+    assert_detected(events, "retry_storm")
+    first = next(e for e in events if e.event == "opened")
+    assert first.cause == "retry_storm"
+    assert first.evidence["arrivals_vs_served"].value >= 3
+    assert "no timeout counts in view" in first.summary
+
+
+def test_a_moderate_overload_without_timeout_counts_stays_capacity() -> None:
+    """Arrivals 1.2x service with a backlog of seconds: more instances, not a storm."""
+    found = causes(run_engine(_overload(extra_arrivals_rps=10), interval=IV))
+    assert "retry_storm" not in found and "too_few_instances" in found
+
+
+def test_ingress_without_timeouts_vetoes_an_inferred_storm() -> None:
+    """With the ingress in view and no 499/504 there, amplified arrivals are a surge."""
+    series = _overload(extra_arrivals_rps=120)
+    series['nginx_ingress_controller_requests{namespace="prod",status="200"}'] = notation(
+        [(20 * IV, BASE_N), (170 * IV, 24)]
+    )
+    assert "retry_storm" not in causes(run_engine(series, interval=IV))
+
+
 def test_ramp_within_capacity_opens_nothing() -> None:
     """Traffic tripling with flat latency is healthy."""
     series = triton_model(

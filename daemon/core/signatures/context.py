@@ -183,3 +183,45 @@ def symptom_evidence(ctx: Context) -> dict[str, Evidence]:
 def ms(us: float | None) -> float | None:
     """Convert microseconds to milliseconds, keeping unknown as None."""
     return None if us is None else us / 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class Amplification:
+    """Arrivals against what is served and against the baseline, and the backlog in seconds."""
+
+    arrivals: float
+    vs_served: float
+    vs_baseline: float | None
+    backlog_s: float | None
+
+    def holds(self, t: Thresholds) -> bool:
+        """Arrivals far beyond service and history, with a backlog no client waits out."""
+        return (
+            self.vs_served >= t.amplified_arrivals
+            and self.vs_baseline is not None
+            and self.vs_baseline >= t.amplified_arrivals
+            and self.backlog_s is not None
+            and self.backlog_s >= t.abandoned_backlog_s
+        )
+
+
+def amplification(ctx: Context) -> Amplification | None:
+    """Return how far arrivals (served + failed + pending growth) outrun service, or None.
+
+    When a backlog holds more seconds of work than any client waits, the server works on
+    requests whose clients already left; if arrivals are then a multiple of both what it serves
+    and what it used to get, clients are re-sending: the positive feedback of a retry storm,
+    visible in Triton's own counters when no timeout count is exported.
+    """
+    f, b = ctx.features, ctx.baseline
+    served = f.request_rate
+    if not served or f.pending is None:
+        return None
+    arrivals = served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
+    base = b.get("request_rate") if b else None
+    return Amplification(
+        arrivals=arrivals,
+        vs_served=arrivals / served,
+        vs_baseline=arrivals / base if base else None,
+        backlog_s=f.pending / served,
+    )

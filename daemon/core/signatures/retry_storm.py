@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from daemon.core.findings import Finding, Fix
-from daemon.core.signatures.context import Context, clamp, symptom_evidence
+from daemon.core.signatures.context import Context, amplification, clamp, symptom_evidence
 
 CAUSE = "retry_storm"
 
@@ -20,11 +20,22 @@ def check(ctx: Context) -> Finding | None:
     if f.ingress_timeout_rate is not None and f.ingress_rate:
         timeouts.append(("ingress_timeouts", f.ingress_timeout_rate / f.ingress_rate))
     worst = max((share for _, share in timeouts), default=None)
-    if worst is None or worst < t.timeout_failure_share:
+    outrun = amplification(ctx)
+    counted = worst is not None and worst >= t.timeout_failure_share
+    # The ingress is the authority on client timeouts: with its counters in view and no
+    # timeouts there, amplification alone is a surge, not a storm.
+    inferred = not counted and f.ingress_rate is None and outrun is not None and outrun.holds(t)
+    if not (counted or inferred):
         return None
     ev = symptom_evidence(ctx)
     for name, share in timeouts:
         ev[f"{name}_share"] = ctx.ev(share, "ratio", "timed-out or cancelled share of requests")
+    if outrun is not None:
+        ev["arrivals_vs_served"] = ctx.ev(
+            outrun.vs_served, "ratio", "(served + failed + Δpending/s) / served"
+        )
+        if outrun.backlog_s is not None:
+            ev["backlog_s"] = ctx.ev(outrun.backlog_s, "s", "pending / served rate")
     conf = 0.6
     arrivals = served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
     base_rate = b.get("request_rate") if b else None
@@ -59,10 +70,20 @@ def check(ctx: Context) -> Finding | None:
         "(queue policy max_queue_size + default_timeout_microseconds with REJECT); make clients back "
         "off exponentially with jitter and a retry cap, and add a circuit breaker."
     )
-    summary = (
-        f"Retry storm: {worst:.0%} of requests time out or are cancelled while arrivals "
-        f"({arrivals:.1f}/s) rise with latency; retries are amplifying the overload"
-        + (f" and {f.pending:.0f} requests are pending" if f.pending is not None else "")
-        + "."
-    )
+    if counted and worst is not None:
+        summary = (
+            f"Retry storm: {worst:.0%} of requests time out or are cancelled while arrivals "
+            f"({arrivals:.1f}/s) rise with latency; retries are amplifying the overload"
+            + (f" and {f.pending:.0f} requests are pending" if f.pending is not None else "")
+            + "."
+        )
+    else:
+        assert outrun is not None and outrun.backlog_s is not None
+        summary = (
+            f"Retry storm (no timeout counts in view): arrivals ({arrivals:.1f}/s) are "
+            f"{outrun.vs_served:.1f}x what is served and the backlog holds "
+            f"{outrun.backlog_s:.0f} s of "
+            "work, longer than clients wait: abandoned requests are re-sent and amplify the "
+            "overload."
+        )
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

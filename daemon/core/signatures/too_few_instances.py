@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from daemon.core.findings import Finding, Fix
-from daemon.core.signatures.context import Context, clamp, ms, symptom_evidence
+from daemon.core.signatures.context import Context, amplification, clamp, ms, symptom_evidence
 
 CAUSE = "too_few_instances"
 
@@ -55,7 +55,10 @@ def check(ctx: Context) -> Finding | None:
         if load >= t.load_increase:
             conf += 0.1
     timeouts = (f.failure_canceled or 0) + (f.ingress_timeout_rate or 0)
-    if f.request_rate and timeouts / f.request_rate >= t.timeout_failure_share:
+    amp = amplification(ctx) if f.ingress_rate is None else None
+    if (f.request_rate and timeouts / f.request_rate >= t.timeout_failure_share) or (
+        amp is not None and amp.holds(t)
+    ):
         conf -= 0.15  # timeouts and retries point at a storm amplifying the load
     n = count or max(1, round(f.busy_instances))
     snippet = f"instance_group [\n  {{\n    count: {n + 1}\n    kind: KIND_GPU\n  }}\n]"
