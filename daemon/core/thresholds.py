@@ -34,13 +34,6 @@ class Thresholds(BaseModel):
 
     # Symptom gate: tail latency or queue time up against the baseline or an SLO.
     symptom_latency_ratio: float = Field(1.6, description="Mean latency vs baseline.")
-    symptom_mean_only_ratio: float = Field(
-        1.4,
-        description=(
-            "Mean latency vs baseline when the server exports no summaries (Triton's default): "
-            "the mean is a damped view of the tail, so it must move less to count."
-        ),
-    )
     symptom_p99_ratio: float = Field(1.8, description="p99 (summary) vs baseline.")
     symptom_min_increase_us: float = Field(3000.0, description="Ignore sub-3 ms wobbles.")
     sustained_ratio: float = Field(

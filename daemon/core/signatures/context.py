@@ -95,8 +95,6 @@ def symptom_of(
     """
     reasons: list[str] = []
     lat_r = p99_r = q_r = None
-    # Without summary latencies the tail is invisible and the mean moves less than it.
-    mean_ratio = t.symptom_latency_ratio if f.p99_us is not None else t.symptom_mean_only_ratio
     if base is not None:
         lat_r = base.ratio("mean_latency_us", f.mean_latency_us)
         base_lat = base.get("mean_latency_us")
@@ -104,7 +102,7 @@ def symptom_of(
             lat_r is not None
             and base_lat is not None
             and f.mean_latency_us is not None
-            and lat_r >= mean_ratio
+            and lat_r >= t.symptom_latency_ratio
             and f.mean_latency_us - base_lat >= t.symptom_min_increase_us
         ):
             reasons.append(f"mean latency {lat_r:.1f}x baseline")
