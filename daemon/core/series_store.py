@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from daemon.core.metric_names import is_consumed, is_counter
 from daemon.core.samples import Labels, Sample, label
 
+# Scrape times remembered per target (and overall) for placing the start of born counters.
+MAX_SCRAPES_KEPT = 256
+
 SeriesKey = tuple[str, Labels]
 
 
@@ -102,12 +105,15 @@ class SeriesStore:
         self.retention_s = retention_s
         self.birth_grace_s = birth_grace_s
         self._targets: dict[tuple[str, str], float] = {}
+        # Each target's recent scrape times: a counter that appears mid-stream began at zero
+        # after the same target's previous scrape, whatever order samples arrive in (a
+        # Prometheus range read returns series by series, other targets scrape at other times).
+        self._scrapes: dict[tuple[str, str], list[float]] = {}
+        self._all_scrapes: list[float] = []
         self._series: dict[SeriesKey, Series] = {}
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self.started_at: float | None = None
         self.newest: float = float("-inf")
-        # The distinct time before `newest`: where a series that appears mid-stream starts from.
-        self.previous: float = float("-inf")
         self.samples_ingested = 0
 
     def __len__(self) -> int:
@@ -121,24 +127,28 @@ class SeriesStore:
         t = now if sample.timestamp is None else sample.timestamp
         key = (sample.name, sample.labels)
         series = self._series.get(key)
-        if t > self.newest:
-            self.previous, self.newest = self.newest, t
+        self.newest = max(self.newest, t)
         if self.started_at is None or t < self.started_at:
             self.started_at = t
+        target = (
+            label(sample.labels, "namespace"),
+            label(sample.labels, "pod") or label(sample.labels, "instance"),
+        )
+        before = _note_time(self._scrapes.setdefault(target, []), t)
+        any_before = _note_time(self._all_scrapes, t)
+        if before is None:
+            # A target seen for the first time (a new pod): its counters began after the
+            # stream's previous observation, whichever target that was.
+            before = any_before
         if series is None:
             series = Series(sample.name, sample.labels, is_counter(sample.name))
             self._series[key] = series
             self._by_name.setdefault(sample.name, {})[sample.labels] = series
-            before = self.previous if t == self.newest else None
             if series.counter and before is not None and self._born_mid_stream(sample, before, t):
                 # A counter that appears mid-stream belongs to a model or pod that just started:
-                # its counters began at zero after our previous observation, as Triton's do.
+                # its counters began at zero after its target's previous scrape, as Triton's do.
                 series.add(before, 0.0)
                 series.born = before
-            target = (
-                label(sample.labels, "namespace"),
-                label(sample.labels, "pod") or label(sample.labels, "instance"),
-            )
             self._targets.setdefault(target, t)
         series.add(t, sample.value)
         self.samples_ingested += 1
@@ -177,3 +187,16 @@ class SeriesStore:
             else:
                 series.trim(horizon)
         return dropped
+
+
+def _note_time(times: list[float], t: float) -> float | None:
+    """Insert ``t`` into the sorted, bounded ``times``; return the time just before it."""
+    i = bisect.bisect_left(times, t)
+    if i == len(times) or times[i] != t:
+        times.insert(i, t)
+        if len(times) > MAX_SCRAPES_KEPT:
+            del times[0]
+            if i == 0:
+                return None  # older than everything remembered
+            i -= 1
+    return times[i - 1] if i > 0 else None

@@ -62,6 +62,27 @@ def test_counter_born_mid_stream_starts_from_zero() -> None:
     assert born.delta(10, 15) == (40.0, 5.0)
 
 
+def test_birth_is_placed_at_its_own_targets_previous_scrape_in_any_arrival_order() -> None:
+    """A new model's counters start at its own target's previous scrape, whatever the order.
+
+    A range read returns series by series and other targets scrape at other times: a model
+    that appeared in pod p's scrape at 15 started after p's scrape at 10.
+    """
+    store = SeriesStore(birth_grace_s=0)
+    old = make_labels({"model": "old", "namespace": "prod", "pod": "p"})
+    elsewhere = make_labels({"model": "x", "namespace": "prod", "pod": "q"})
+    for t in (0.0, 5.0, 10.0, 15.0, 20.0):
+        store.add(Sample("nv_inference_request_success", old, t, t), 20.0)
+    for t in (2.0, 7.0, 12.0, 17.0):
+        store.add(Sample("nv_inference_request_success", elsewhere, t, t), 20.0)
+    # The new model's samples come last in the batch, older than the newest time seen.
+    for t, v in ((15.0, 40.0), (20.0, 90.0)):
+        store.add(Sample("nv_inference_request_success", L, v, t), 20.0)
+    born = next(s for s in store.family("nv_inference_request_success") if s.labels == L)
+    assert born.born == 10.0
+    assert born.delta(10, 20) == (90.0, 10.0)
+
+
 def test_unconsumed_families_are_not_stored() -> None:
     """Series no feature reads (e.g. go_* runtime metrics) cost no memory."""
     store = SeriesStore()

@@ -438,3 +438,12 @@ def test_incident_stays_open_while_the_server_sheds_load() -> None:
     assert resolved, [(e.event, e.cause) for e in events]
     # Shedding ends 36 scrapes (180 s) after onset; only then may the incident resolve.
     assert 36 * IV < resolved[0] < 60 * IV
+
+
+def test_one_deploy_is_one_reload_however_many_signs_it_leaves() -> None:
+    """Signs a scrape apart (new version, reset) are one reload; reloads a minute apart are two."""
+    from daemon.core.signatures.model_reload import occurrences
+
+    assert occurrences([100.0, 102.0, 104.5], merge_s=6.0) == 1
+    assert occurrences([100.0, 160.0], merge_s=6.0) == 2
+    assert occurrences([], merge_s=6.0) == 0

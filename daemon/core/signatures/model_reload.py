@@ -8,6 +8,16 @@ from daemon.core.signatures.context import Context, clamp, symptom_evidence
 CAUSE = "model_reload"
 
 
+def occurrences(times: list[float], merge_s: float) -> int:
+    """Count reloads: signs closer than ``merge_s`` to the previous one are the same reload."""
+    count, last = 0, float("-inf")
+    for at in sorted(times):
+        if at - last > merge_s:
+            count += 1
+        last = at
+    return count
+
+
 def check(ctx: Context) -> Finding | None:
     """Latency spikes recur at a period, or reload signs repeat, at steady traffic."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
@@ -20,7 +30,10 @@ def check(ctx: Context) -> Finding | None:
         and rec.cv <= t.period_max_cv
     )
     events = [e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s]
-    if not periodic and len(events) < t.reload_min_events:
+    # One deploy leaves several signs at once (a new version's series, a reset, a load time),
+    # and a range read may see them a scrape apart: churn is reloads that recur.
+    reloads = occurrences([at for at, _ in events], max(t.burst_merge_s, 1.5 * f.interval_s))
+    if not periodic and reloads < t.reload_min_events:
         return None
     if not periodic and not ctx.symptom.up:
         return None
@@ -50,7 +63,7 @@ def check(ctx: Context) -> Finding | None:
             ", ".join(sorted({k for _, k in events})),
             t.period_lookback_s,
         )
-        conf += 0.1 * min(len(events), 3)
+        conf += 0.1 * min(reloads, 3)
     if load is not None:
         ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
         conf += 0.05 if abs(load - 1) <= t.load_steady_tolerance else 0.0
