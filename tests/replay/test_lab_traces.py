@@ -82,6 +82,24 @@ def _downsampled(name: str, interval: float) -> list:  # type: ignore[type-arg]
     return [s for s in samples if round(s.timestamp or 0.0) in keep]
 
 
+def _assert_same_diagnosis(name: str, samples: list, deadline_s: float) -> None:  # type: ignore[type-arg]
+    """Replay ``samples`` of a trace: its labelled cause opens first within ``deadline_s``.
+
+    A healthy control must open nothing on its model.
+    """
+    label = json.loads((TRACES / f"{name}.labels.json").read_text())
+    engine = Engine()
+    events: list[IncidentEvent] = []
+    for _, evs in drive(engine, samples):
+        events.extend(evs)
+    opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
+    if label.get("cause") is None:
+        assert opened == []
+        return
+    assert opened and opened[0].cause == label["cause"], [(e.cause, e.at) for e in opened]
+    assert opened[0].at - float(label["onset"]) <= deadline_s
+
+
 # Reloads every 15-20 s cannot show as recurring spikes when every 15 s scrape holds one.
 ALIASED_AT_15S = {"model_reload", "model_reload_holdout"}
 
@@ -91,17 +109,7 @@ def test_same_diagnosis_at_a_15s_scrape_interval(name: str) -> None:
     """Slower scrapes of the same runs: same first cause within 60 s plus one interval."""
     if name in ALIASED_AT_15S:
         pytest.skip("reload period not longer than the scrape interval: spikes alias away")
-    label = json.loads((TRACES / f"{name}.labels.json").read_text())
-    engine = Engine()
-    events: list[IncidentEvent] = []
-    for _, evs in drive(engine, _downsampled(name, 15.0)):
-        events.extend(evs)
-    opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
-    if label.get("cause") is None:
-        assert opened == []
-        return
-    assert opened and opened[0].cause == label["cause"], [(e.cause, e.at) for e in opened]
-    assert opened[0].at - float(label["onset"]) <= DEADLINE_S + 15.0
+    _assert_same_diagnosis(name, _downsampled(name, 15.0), DEADLINE_S + 15.0)
 
 
 def _phases_span(name: str, interval: float) -> bool:
@@ -123,17 +131,7 @@ AT_30S = [
 @pytest.mark.parametrize("name", AT_30S)
 def test_same_diagnosis_at_a_30s_scrape_interval(name: str) -> None:
     """At 30 s scrapes, runs whose phases each span two intervals give the same first cause."""
-    label = json.loads((TRACES / f"{name}.labels.json").read_text())
-    engine = Engine()
-    events: list[IncidentEvent] = []
-    for _, evs in drive(engine, _downsampled(name, 30.0)):
-        events.extend(evs)
-    opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
-    if label.get("cause") is None:
-        assert opened == []
-        return
-    assert opened and opened[0].cause == label["cause"], [(e.cause, e.at) for e in opened]
-    assert opened[0].at - float(label["onset"]) <= DEADLINE_S + 30.0
+    _assert_same_diagnosis(name, _downsampled(name, 30.0), DEADLINE_S + 30.0)
 
 
 # Evidence only an exporter carries: without it these faults are not diagnosable at all.
@@ -148,15 +146,5 @@ def test_same_diagnosis_from_tritons_own_series_alone(name: str) -> None:
     """Without DCGM, cAdvisor, node, kube-state or ingress series: same first cause, or none."""
     if name in NEEDS_EXPORTERS:
         pytest.skip(NEEDS_EXPORTERS[name])
-    label = json.loads((TRACES / f"{name}.labels.json").read_text())
     samples = [s for s in load_trace(TRACES / f"{name}.om.gz") if s.name.startswith("nv_")]
-    engine = Engine()
-    events: list[IncidentEvent] = []
-    for _, evs in drive(engine, samples):
-        events.extend(evs)
-    opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
-    if label.get("cause") is None:
-        assert opened == []
-        return
-    assert opened and opened[0].cause == label["cause"], [(e.cause, e.at) for e in opened]
-    assert opened[0].at - float(label["onset"]) <= DEADLINE_S
+    _assert_same_diagnosis(name, samples, DEADLINE_S)
