@@ -205,6 +205,12 @@ class Amplification:
         )
 
 
+def arrivals_of(f: FeatureSet) -> float:
+    """Return requests arriving per second: served + failed + growth of the pending queue."""
+    served = f.request_rate or 0.0
+    return served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
+
+
 def amplification(ctx: Context) -> Amplification | None:
     """Return how far arrivals (served + failed + pending growth) outrun service, or None.
 
@@ -217,7 +223,7 @@ def amplification(ctx: Context) -> Amplification | None:
     served = f.request_rate
     if not served or f.pending is None:
         return None
-    arrivals = served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
+    arrivals = arrivals_of(f)
     base = b.get("request_rate") if b else None
     return Amplification(
         arrivals=arrivals,

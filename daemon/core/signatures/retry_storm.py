@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from daemon.core.findings import Finding, Fix
-from daemon.core.signatures.context import Context, amplification, clamp, symptom_evidence
+from daemon.core.signatures.context import (
+    Context,
+    amplification,
+    arrivals_of,
+    clamp,
+    symptom_evidence,
+)
 
 CAUSE = "retry_storm"
 
@@ -37,7 +43,7 @@ def check(ctx: Context) -> Finding | None:
         if outrun.backlog_s is not None:
             ev["backlog_s"] = ctx.ev(outrun.backlog_s, "s", "pending / served rate")
     conf = 0.6
-    arrivals = served + (f.failure_rate or 0.0) + max(0.0, (f.pending_change or 0.0) / f.window_s)
+    arrivals = arrivals_of(f)
     base_rate = b.get("request_rate") if b else None
     if base_rate:
         amp = arrivals / base_rate
