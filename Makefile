@@ -15,15 +15,14 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Prometheus and node-exporter are real components in the end-to-end tests and the demo.
+# Prometheus, node-exporter and Alertmanager are real components in the end-to-end tests and the demo.
 system-deps:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v prometheus-node-exporter >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null; }
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v prometheus-node-exporter >/dev/null && command -v prometheus-alertmanager >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter prometheus-alertmanager >/dev/null; }
 	@command -v kubectl >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null; }
-	@# The daemon packaging starts Prometheus itself; stop the distro services so ports stay free.
-	@-systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
-	@-pkill -x prometheus >/dev/null 2>&1 || true
+	@# Nothing is stopped here: the tests start their own Prometheus, node-exporter and
+	@# Alertmanager on free loopback ports and stop only those.
 
 lint: venv
 	$(BIN)/ruff check daemon tests benchmarks

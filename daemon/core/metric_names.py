@@ -64,3 +64,22 @@ def is_counter(name: str) -> bool:
 def is_consumed(name: str) -> bool:
     """Return True when some feature reads this family."""
     return name.startswith(CONSUMED_PREFIXES)
+
+
+# Which exporter a family comes from, by prefix: one exporter's scrape of a target is atomic.
+_EXPORTER_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("nv_", "triton"),
+    ("DCGM_", "dcgm"),
+    ("container_", "cadvisor"),
+    ("node_", "node"),
+    ("kube_", "kube-state-metrics"),
+    ("nginx_", "ingress"),
+)
+
+
+def exporter_of(name: str) -> str:
+    """Return the exporter a family comes from ("" when unknown)."""
+    for prefix, exporter in _EXPORTER_PREFIXES:
+        if name.startswith(prefix):
+            return exporter
+    return ""

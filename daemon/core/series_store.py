@@ -7,11 +7,18 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from daemon.core.metric_names import is_consumed, is_counter
+from daemon.core.metric_names import exporter_of, is_consumed, is_counter
 from daemon.core.samples import Labels, Sample, label
 
-# Scrape times remembered per target (and overall) for placing the start of born counters.
+# Scrape times remembered per target and exporter (and overall) for placing born counters.
 MAX_SCRAPES_KEPT = 256
+# A counter first seen from an exporter new to its target is taken as born from zero only
+# while its first value is no more than this many times what it gained over the next scrape
+# interval, per second of lead. A server that just started serves at most at its later rate
+# (cold instances serve slower, not faster); the factor leaves room for scrape jitter and
+# traffic noise over one interval. A series that already held far more work existed before
+# the daemon saw it (a pod discovered late, a first scrape that failed), not born.
+BIRTH_PLAUSIBLE_FACTOR = 3.0
 
 SeriesKey = tuple[str, Labels]
 
@@ -29,10 +36,11 @@ class Series:
     last_raw: float = 0.0
     offset: float = 0.0
     resets: list[float] = field(default_factory=list)
-    first_seen: float = 0.0
-    first_raw: float = 0.0
     # Set when the series appeared after the stream started (a new model, version or pod).
     born: float | None = None
+    # A birth inferred only from the stream's age (its exporter was new to the target), to be
+    # checked against the series' own growth at its second sample.
+    born_unconfirmed: bool = False
 
     @property
     def last_time(self) -> float:
@@ -43,15 +51,25 @@ class Series:
         """Append a point; out-of-order or duplicate timestamps are ignored."""
         if self.times and t <= self.times[-1]:
             return
-        if not self.times:
-            self.first_seen = t
-            self.first_raw = raw
-        elif self.counter and raw < self.last_raw:
+        if self.times and self.counter and raw < self.last_raw:
             self.offset += self.last_raw
             self.resets.append(t)
+        elif self.born_unconfirmed and len(self.times) == 2:
+            self._confirm_birth(t, raw)
         self.last_raw = raw
         self.times.append(t)
         self.values.append(raw + self.offset if self.counter else raw)
+
+    def _confirm_birth(self, t: float, raw: float) -> None:
+        """Keep an unconfirmed birth only if the first value fits a start from zero."""
+        self.born_unconfirmed = False
+        born, first_t, first = self.times[0], self.times[1], self.values[1]
+        gained, gap = raw - first, t - first_t
+        lead = max(first_t - born, gap)
+        if gap > 0 and first > BIRTH_PLAUSIBLE_FACTOR * max(gained, 0.0) * lead / gap:
+            del self.times[0]
+            del self.values[0]
+            self.born = None
 
     def trim(self, before: float) -> None:
         """Drop points older than ``before``, keeping one point before it as a rate anchor."""
@@ -104,10 +122,12 @@ class SeriesStore:
     def __init__(self, retention_s: float = 900.0, birth_grace_s: float = 30.0) -> None:
         self.retention_s = retention_s
         self.birth_grace_s = birth_grace_s
-        self._targets: dict[tuple[str, str], float] = {}
-        # Each target's recent scrape times: a counter that appears mid-stream began at zero
-        # after the same target's previous scrape, whatever order samples arrive in (a
-        # Prometheus range read returns series by series, other targets scrape at other times).
+        # Recent scrape times per (target, exporter) and per target. One exporter's exposition
+        # is atomic: a counter missing from a target's previous Triton scrape and present in
+        # this one was born in between, whatever order samples arrive in (a Prometheus range
+        # read returns series by series, other targets scrape at other times). Another
+        # exporter of the same pod (cAdvisor, the lab's) says nothing about Triton's series.
+        self._exporter_scrapes: dict[tuple[str, str, str], list[float]] = {}
         self._scrapes: dict[tuple[str, str], list[float]] = {}
         self._all_scrapes: list[float] = []
         self._series: dict[SeriesKey, Series] = {}
@@ -134,37 +154,39 @@ class SeriesStore:
             label(sample.labels, "namespace"),
             label(sample.labels, "pod") or label(sample.labels, "instance"),
         )
-        before = _note_time(self._scrapes.setdefault(target, []), t)
+        exporter = (*target, exporter_of(sample.name))
+        same_exporter = _note_time(self._exporter_scrapes.setdefault(exporter, []), t)
+        target_before = _note_time(self._scrapes.setdefault(target, []), t)
         any_before = _note_time(self._all_scrapes, t)
-        if before is None:
-            # A target seen for the first time (a new pod): its counters began after the
-            # stream's previous observation, whichever target that was.
-            before = any_before
         if series is None:
             series = Series(sample.name, sample.labels, is_counter(sample.name))
             self._series[key] = series
             self._by_name.setdefault(sample.name, {})[sample.labels] = series
-            if series.counter and before is not None and self._born_mid_stream(sample, before, t):
-                # A counter that appears mid-stream belongs to a model or pod that just started:
-                # its counters began at zero after its target's previous scrape, as Triton's do.
-                series.add(before, 0.0)
-                series.born = before
-            self._targets.setdefault(target, t)
+            if series.counter:
+                earlier = target_before if target_before is not None else any_before
+                self._place_birth(series, t, same_exporter, earlier)
         series.add(t, sample.value)
         self.samples_ingested += 1
 
-    def _born_mid_stream(self, sample: Sample, before: float, t: float) -> bool:
-        assert self.started_at is not None
-        if before < self.started_at:
-            return False
-        target = (
-            label(sample.labels, "namespace"),
-            label(sample.labels, "pod") or label(sample.labels, "instance"),
-        )
-        seen = self._targets.get(target)
-        # A target first seen now is new only once the stream has run past its first scrapes;
-        # at daemon start every target is first scraped at a slightly different time.
-        return (seen is not None and seen < t) or t - self.started_at > self.birth_grace_s
+    def _place_birth(
+        self, series: Series, t: float, same_exporter: float | None, earlier: float | None
+    ) -> None:
+        """Start a counter that appeared mid-stream at zero, as Triton's new models do."""
+        if same_exporter is not None:
+            # The exporter reported this target at its previous scrape without this series:
+            # a model, version or status that appeared since.
+            series.add(same_exporter, 0.0)
+            series.born = same_exporter
+            return
+        # An exporter new to the target is a new pod only once the stream has run past its
+        # first scrapes (at daemon start every target is first scraped at a slightly
+        # different time), and only if its first values fit a start from zero.
+        if earlier is None or self.started_at is None or earlier < self.started_at:
+            return
+        if t - self.started_at > self.birth_grace_s:
+            series.add(earlier, 0.0)
+            series.born = earlier
+            series.born_unconfirmed = True
 
     def add_many(self, samples: Iterable[Sample], now: float) -> None:
         """Add a batch of samples (one scrape, or one step of a replay)."""

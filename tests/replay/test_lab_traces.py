@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -148,3 +149,29 @@ def test_same_diagnosis_from_tritons_own_series_alone(name: str) -> None:
         pytest.skip(NEEDS_EXPORTERS[name])
     samples = [s for s in load_trace(TRACES / f"{name}.om.gz") if s.name.startswith("nv_")]
     _assert_same_diagnosis(name, samples, DEADLINE_S)
+
+
+def test_cold_start_when_the_pods_other_exporters_are_seen_before_triton() -> None:
+    """A daemon reading Prometheus often sees a pod's cAdvisor before its first Triton scrape.
+
+    Prometheus scrapes each job at its own offset. The pod's Triton counters then first appear
+    a scrape after the pod does; they are not a model that was just born, so the later deploy
+    is one reload (cold_start), not two (model_reload churn). This is how the Prometheus e2e
+    run read cold_start as model_reload.
+    """
+    samples = sorted(load_trace(TRACES / "cold_start.om.gz"), key=lambda s: s.timestamp or 0.0)
+    label = json.loads((TRACES / "cold_start.labels.json").read_text())
+    first_t = samples[0].timestamp or 0.0
+    exporter = [s for s in samples if s.name.startswith("container_")]
+    assert exporter, "the trace carries the pod's cAdvisor series"
+    early = [
+        dataclasses.replace(s, timestamp=first_t - 1.0)
+        for s in exporter
+        if s.timestamp == exporter[0].timestamp
+    ]
+    engine = Engine()
+    events: list[IncidentEvent] = []
+    for _, evs in drive(engine, early + samples):
+        events.extend(evs)
+    opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
+    assert opened and opened[0].cause == "cold_start", [(e.cause, e.at) for e in opened]

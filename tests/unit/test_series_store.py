@@ -116,3 +116,65 @@ def test_nan_samples_are_ignored() -> None:
     )
     assert len(store) == 0
     assert store.expire(1000.0) == 0
+
+
+def test_another_exporter_of_the_pod_seen_first_does_not_make_tritons_series_born() -> None:
+    """Triton's first scrape after the pod's cAdvisor scrape is not a birth of its models.
+
+    Prometheus scrapes each job at its own offset, so the pod's other exporters are often
+    seen a scrape before Triton. Counting Triton's long-running counters as born there would
+    start them from zero (a false burst of work) and read a deploy later as a second reload.
+    """
+    store = SeriesStore(birth_grace_s=30)
+    cpu = make_labels({"namespace": "prod", "pod": "p", "container": "triton"})
+    store.add(Sample("container_cpu_usage_seconds_total", cpu, 500.0, 0.0), 0.0)
+    store.add(Sample("nv_inference_request_success", L, 12_000.0, 1.5), 1.5)
+    store.add(Sample("nv_inference_request_success", L, 12_040.0, 3.5), 3.5)
+    s = next(store.family("nv_inference_request_success"))
+    assert s.born is None
+    assert s.delta(0.0, 3.5) == (40.0, 2.0)
+
+
+def test_new_version_on_a_serving_triton_is_born_at_that_tritons_previous_scrape() -> None:
+    """A version missing from Triton's previous scrape and present in this one began in between."""
+    store = SeriesStore(birth_grace_s=30)
+    v1 = make_labels({"model": "m", "namespace": "prod", "pod": "p", "version": "1"})
+    v2 = make_labels({"model": "m", "namespace": "prod", "pod": "p", "version": "2"})
+    cpu = make_labels({"namespace": "prod", "pod": "p", "container": "triton"})
+    for t in (0.0, 2.0, 4.0):
+        store.add(Sample("nv_inference_request_success", v1, 100.0 + t, t), t)
+        store.add(Sample("container_cpu_usage_seconds_total", cpu, t, t + 1.0), t + 1.0)
+    store.add(Sample("nv_inference_request_success", v2, 8.0, 6.0), 6.0)
+    born = next(s for s in store.family("nv_inference_request_success") if s.labels == v2)
+    assert born.born == 4.0  # Triton's own previous scrape, not cAdvisor's at 5.0
+
+
+def test_a_pod_first_seen_late_with_a_long_history_is_not_taken_as_born() -> None:
+    """A target discovered after the grace whose counters hold far more than a start from zero.
+
+    Its first value (hours of requests) against what it gains per scrape shows it was serving
+    long before the daemon saw it; taking it as born would invent a burst of work.
+    """
+    store = SeriesStore(birth_grace_s=10)
+    other = make_labels({"model": "m", "namespace": "prod", "pod": "q"})
+    for t in (0.0, 5.0, 10.0, 15.0, 20.0):
+        store.add(Sample("nv_inference_request_success", other, t, t), t)
+    store.add(Sample("nv_inference_request_success", L, 90_000.0, 22.0), 22.0)
+    s = next(x for x in store.family("nv_inference_request_success") if x.labels == L)
+    assert s.born == 20.0  # provisional until its own growth says otherwise
+    store.add(Sample("nv_inference_request_success", L, 90_050.0, 27.0), 27.0)
+    assert s.born is None
+    assert s.delta(20.0, 27.0) == (50.0, 5.0)
+
+
+def test_a_pod_that_really_started_keeps_its_birth() -> None:
+    """A new pod whose first value fits its later growth started from zero and stays born."""
+    store = SeriesStore(birth_grace_s=10)
+    other = make_labels({"model": "m", "namespace": "prod", "pod": "q"})
+    for t in (0.0, 5.0, 10.0, 15.0, 20.0):
+        store.add(Sample("nv_inference_request_success", other, t, t), t)
+    store.add(Sample("nv_inference_request_success", L, 30.0, 25.0), 25.0)
+    store.add(Sample("nv_inference_request_success", L, 80.0, 30.0), 30.0)
+    s = next(x for x in store.family("nv_inference_request_success") if x.labels == L)
+    assert s.born == 20.0
+    assert s.delta(20.0, 30.0) == (80.0, 10.0)
