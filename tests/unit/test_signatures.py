@@ -225,6 +225,43 @@ def test_cpu_bottleneck_quiet_when_a_neighbour_takes_the_cpu() -> None:
     assert_detected(events, "node_contention")
 
 
+def test_cpu_bottleneck_quiet_when_the_host_was_saturated_before_the_load_grew() -> None:
+    """A host already at 100 % in the healthy baseline links nothing to a later load rise.
+
+    Traffic outgrows one instance (too_few_instances) on a node whose CPU other work kept
+    saturated all along; Triton's host-wide CPU gauge reads 1.0 before and after, compute per
+    inference is unchanged. Blaming the CPU would cure nothing.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=30, infer_ms=20),
+            # The ramp: queueing before the instance reads as fully busy.
+            Phase(8, rps=40, infer_ms=20, queue_ms=120, pending=4),
+            Phase(16, rps=49, infer_ms=20, queue_ms=300, pending=12),
+        ],
+        interval=IV,
+    )
+    series['nv_cpu_utilization{namespace="prod",pod="triton-0"}'] = gauge([(1.0, BASE_N + 24)])
+    events = run_engine(series, interval=IV)
+    assert "cpu_bottleneck" not in causes(events)
+    assert_detected(events, "too_few_instances")
+
+
+def test_cpu_bottleneck_from_tritons_host_gauge_when_saturation_comes_with_the_load() -> None:
+    """Without cAdvisor: the host saturating as Triton's load grows, compute slowing, is Triton's CPU."""
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=30, infer_ms=30, queue_ms=60, pending=4),
+        ],
+        interval=IV,
+    )
+    series['nv_cpu_utilization{namespace="prod",pod="triton-0"}'] = gauge(
+        [(0.3, BASE_N), (0.97, 24)]
+    )
+    assert_detected(run_engine(series, interval=IV), "cpu_bottleneck")
+
+
 def test_node_contention_needs_node_evidence_to_open() -> None:
     """Inflated compute at steady load without node metrics stays below the open threshold."""
     series = triton_model(

@@ -21,8 +21,13 @@ def check(ctx: Context) -> Finding | None:
     load = b.ratio("request_rate", f.request_rate) if b else None
     own_cpu = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01) if b else None
     if not (own or throttled):
-        # Only the host is busy: that is Triton's doing when its load grew, someone else's otherwise.
+        # Only the host is busy: that is Triton's doing when its load grew and the host was not
+        # saturated before it did. A host already saturated in the healthy baseline (a shared
+        # node, a busy CI machine) links nothing to this load: the saturation predates it.
         if load is None or load < t.load_increase:
+            return None
+        base_host = b.get("cpu_host_util") if b else None
+        if base_host is not None and base_host >= t.cpu_saturated:
             return None
     elif own_cpu is not None and own_cpu < 0.85 and (load is None or load < t.load_increase):
         return None  # Triton uses less CPU than before at the same load: a neighbour took it
