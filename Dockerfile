@@ -4,8 +4,10 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY daemon ./daemon
 COPY playbooks ./playbooks
-# Build a wheel of the package and its shipped playbooks (no lab or dev extras: the daemon
-# needs neither).
+# Build a wheel of the package and its shipped playbooks. The image installs it without the
+# `lab` and `dev` extras: it runs the daemon and the playbook CLI (validate, test, replay).
+# The fault lab's code is in the wheel but not its dependencies (a tritonserver build,
+# tritonclient), so `tritonguard demo` in this image says what to install and exits 2.
 RUN pip install --no-cache-dir --upgrade pip build \
  && python -m build --wheel --outdir /wheels .
 

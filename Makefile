@@ -49,7 +49,7 @@ bench: venv
 
 # Re-record the lab's trace fixtures from a real Triton (slow: minutes per scenario).
 record: venv
-	$(BIN)/python -m daemon.lab.record --out tests/fixtures/traces
+	$(BIN)/python -m tritonguard.lab.record --out tests/fixtures/traces
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

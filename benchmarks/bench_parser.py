@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.core.exposition import parse_exposition
+from tritonguard.core.exposition import parse_exposition
 
 CAPTURE = Path(__file__).parent / "data" / "triton_50_models.prom"
 

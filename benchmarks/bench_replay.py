@@ -7,12 +7,12 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.bench_parser import CAPTURE
-from daemon.core.engine import Engine
-from daemon.core.exposition import parse_exposition
-from daemon.core.metric_names import is_counter
-from daemon.core.replay import drive
-from daemon.core.samples import Sample
-from daemon.core.trace_writer import render_trace
+from tritonguard.core.engine import Engine
+from tritonguard.core.exposition import parse_exposition
+from tritonguard.core.metric_names import is_counter
+from tritonguard.core.replay import drive
+from tritonguard.core.samples import Sample
+from tritonguard.core.trace_writer import render_trace
 
 START = 1_700_000_000.0
 

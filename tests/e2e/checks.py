@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.lab.live_lab import Outcome
+from tritonguard.lab.live_lab import Outcome
 
 
 def describe(outcome: Outcome, way: str) -> str:

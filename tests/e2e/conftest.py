@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from daemon.lab.live_lab import Outcome, retimed, run_live, sigterm_as_interrupt
-from daemon.lab.scenario_runner import Scenario
-from daemon.lab.scenarios import SCENARIOS
-from daemon.lab.triton_server import TritonServerError, pytriton_root
+from tritonguard.lab.live_lab import Outcome, retimed, run_live, sigterm_as_interrupt
+from tritonguard.lab.scenario_runner import Scenario
+from tritonguard.lab.scenarios import SCENARIOS
+from tritonguard.lab.triton_server import TritonServerError, pytriton_root
 
 # Faults injected at once, each on its own Triton, plus a healthy control in its own namespace
 # (ingress counters join on namespace, so the control must not share one with a fault).

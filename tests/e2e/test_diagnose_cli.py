@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.lab.loadgen import LoadGenerator, LoadSpec, Segment
-from daemon.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
-from daemon.lab.triton_server import TritonServer
 from tests.fixtures_prometheus import closed_port_url
+from tritonguard.lab.loadgen import LoadGenerator, LoadSpec, Segment
+from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
+from tritonguard.lab.triton_server import TritonServer
 
 pytestmark = pytest.mark.live
 
@@ -21,7 +21,7 @@ async def _diagnose(*args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "daemon.cli.main",
+        "tritonguard.cli.main",
         "diagnose",
         *args,
         stdout=asyncio.subprocess.PIPE,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.lab.live_lab import Outcome
 from tests.e2e.checks import check_control, check_fault
 from tests.e2e.conftest import CONTROL, FAULTS, MAX_DELAY_S
+from tritonguard.lab.live_lab import Outcome
 
 pytestmark = pytest.mark.live
 

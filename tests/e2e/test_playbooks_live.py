@@ -30,22 +30,22 @@ import aiohttp
 import pytest
 import yaml
 
-from daemon.clients.triton_api import TritonClient, TritonError
-from daemon.core.engine import Engine, EngineConfig
-from daemon.core.thresholds import Thresholds
-from daemon.lab.fake_slack import FakeSlack
-from daemon.lab.loadgen import LoadGenerator, LoadSpec, LoadStats, Segment
-from daemon.lab.repository import (
+from tests.fakes.fake_slack import FakeSlack
+from tritonguard.clients.triton_api import TritonClient, TritonError
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.thresholds import Thresholds
+from tritonguard.lab.loadgen import LoadGenerator, LoadSpec, LoadStats, Segment
+from tritonguard.lab.repository import (
     Behaviour,
     DynamicBatching,
     ModelSpec,
     config_json,
     write_model,
 )
-from daemon.lab.triton_server import TritonServer
-from daemon.runtime.daemon_app import DaemonApp
-from daemon.runtime.playbook_runner import SHIPPED_PLAYBOOKS, PlaybookRunner, build_runner
-from daemon.settings import Settings, SlackSettings, TargetSettings
+from tritonguard.lab.triton_server import TritonServer
+from tritonguard.runtime.daemon_app import DaemonApp
+from tritonguard.runtime.playbook_runner import SHIPPED_PLAYBOOKS, PlaybookRunner, build_runner
+from tritonguard.settings import Settings, SlackSettings, TargetSettings
 
 pytestmark = pytest.mark.live
 

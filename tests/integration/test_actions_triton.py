@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from daemon.actions.registry import catalog
-from daemon.clients.triton_api import TritonClient, TritonError
-from daemon.core.findings import Fix, IncidentEvent, Subject
-from daemon.core.guards import GuardSettings
-from daemon.core.playbook_model import Playbook, load_playbooks_text
-from daemon.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
-from daemon.lab.triton_server import TritonServer
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.actions.registry import catalog
+from tritonguard.clients.triton_api import TritonClient, TritonError
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import Playbook, load_playbooks_text
+from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
+from tritonguard.lab.triton_server import TritonServer
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
 
 pytestmark = pytest.mark.live
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from daemon.actions.registry import catalog
-from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
-from daemon.core.guards import GuardSettings
-from daemon.core.playbook_model import load_playbooks_text
-from daemon.runtime.alert_book import AlertBook
-from daemon.runtime.alertmanager_webhook import parse_webhook
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.actions.registry import catalog
+from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import load_playbooks_text
+from tritonguard.runtime.alert_book import AlertBook
+from tritonguard.runtime.alertmanager_webhook import parse_webhook
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
 
 PLAYBOOK = """
 name: page-on-slo-burn

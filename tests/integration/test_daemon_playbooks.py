@@ -12,20 +12,21 @@ from typing import Any
 import aiohttp
 import pytest
 
-from daemon.actions.registry import catalog
-from daemon.cli.main import main
-from daemon.clients.triton_api import TritonClient
-from daemon.core.engine import Engine, EngineConfig
-from daemon.core.findings import Fix, IncidentEvent, Subject
-from daemon.core.guards import GuardSettings
-from daemon.core.playbook_model import load_playbooks_text
-from daemon.core.thresholds import Thresholds
-from daemon.lab.fake_kube import FakeKube
-from daemon.lab.fake_slack import FakeSlack
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.daemon_app import DaemonApp
-from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
-from daemon.runtime.playbook_runner import (
+from tests.fakes.fake_kube import FakeKube
+from tests.fakes.fake_slack import FakeSlack
+from tests.fixtures_prometheus import MetricsServer
+from tritonguard.actions.registry import catalog
+from tritonguard.cli.main import main
+from tritonguard.clients.triton_api import TritonClient
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import load_playbooks_text
+from tritonguard.core.thresholds import Thresholds
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.daemon_app import DaemonApp
+from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.runtime.playbook_runner import (
     SHIPPED_PLAYBOOKS,
     PlaybookRunner,
     TritonDirectory,
@@ -33,8 +34,7 @@ from daemon.runtime.playbook_runner import (
     flight_recorder_dir,
     playbook_dirs,
 )
-from daemon.settings import KubeSettings, Settings, SlackSettings, TargetSettings
-from tests.fixtures_prometheus import MetricsServer
+from tritonguard.settings import KubeSettings, Settings, SlackSettings, TargetSettings
 
 # Short windows and holds so an incident opens within a second or two of scraping; the
 # defaults (30 s windows, 10 s hold) are tuned for 15 s scrape intervals, not a unit test.

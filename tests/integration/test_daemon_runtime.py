@@ -15,11 +15,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from daemon.runtime.alertmanager_webhook import Alert
-from daemon.runtime.daemon_app import DaemonApp
-from daemon.runtime.supervisor import Supervisor
-from daemon.settings import Settings, TargetSettings
 from tests.fixtures_prometheus import MetricsServer, closed_port_url
+from tritonguard.runtime.alertmanager_webhook import Alert
+from tritonguard.runtime.daemon_app import DaemonApp
+from tritonguard.runtime.supervisor import Supervisor
+from tritonguard.settings import Settings, TargetSettings
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
 
@@ -269,7 +269,7 @@ async def test_alertmanager_webhook_passes_alerts_and_rejects_bad_bodies() -> No
 
 async def test_events_reach_the_dispatcher_callback_and_failures_are_contained() -> None:
     """on_events gets each batch; a raising handler is logged and the next batch still runs."""
-    from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
+    from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 
     calls: list[int] = []
 
@@ -332,8 +332,8 @@ def _restore_sigterm() -> Any:
 @pytest.mark.live
 async def test_daemon_reads_model_configs_from_a_real_triton(tmp_path: Path) -> None:
     """Scraping a real Triton with a triton_url makes the daemon fetch each seen model's config."""
-    from daemon.lab.repository import ModelSpec, write_model
-    from daemon.lab.triton_server import TritonServer
+    from tritonguard.lab.repository import ModelSpec, write_model
+    from tritonguard.lab.triton_server import TritonServer
 
     repo = tmp_path / "repo"
     write_model(repo, ModelSpec(name="cfg_m", instance_count=2, warmup_count=1))

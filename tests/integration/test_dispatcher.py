@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from daemon.actions.registry import catalog
-from daemon.clients.kubernetes_api import KubernetesClient
-from daemon.clients.slack_api import SlackNotifier
-from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
-from daemon.core.guards import GuardSettings
-from daemon.core.playbook_model import Playbook, load_playbooks_text
-from daemon.lab.fake_kube import FakeKube
-from daemon.lab.fake_slack import FakeSlack
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.dispatcher import DispatchEnv, Dispatcher, load_playbook_files
+from tests.fakes.fake_kube import FakeKube
+from tests.fakes.fake_slack import FakeSlack
+from tritonguard.actions.registry import catalog
+from tritonguard.clients.kubernetes_api import KubernetesClient
+from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import Playbook, load_playbooks_text
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher, load_playbook_files
 
 _ids = itertools.count(1)
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"

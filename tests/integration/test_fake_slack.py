@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from daemon.lab.fake_slack import FakeSlack
+from tests.fakes.fake_slack import FakeSlack
 
 
 def _client(server: FakeSlack, token: str | None = None) -> AsyncWebClient:
@@ -19,7 +20,7 @@ def _client(server: FakeSlack, token: str | None = None) -> AsyncWebClient:
     )
 
 
-def _section(text: str) -> dict[str, object]:
+def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.clients.kubernetes_api import KubernetesClient, KubernetesError, PodEvent
-from daemon.lab.fake_kube import FakeKube
+from tests.fakes.fake_kube import FakeKube
+from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError, PodEvent
 
 NS = "ml"
 
@@ -341,17 +341,21 @@ async def test_fake_rejects_stale_resource_versions_with_409(
     apps = client.AppsV1Api(kube.api_client)
     scale = await asyncio.to_thread(apps.read_namespaced_deployment_scale, "triton", NS)
     await kube.set_scale("Deployment", NS, "triton", 3)  # bumps the resourceVersion
+    assert scale.spec is not None
     scale.spec.replicas = 5
     with pytest.raises(client.ApiException) as stale:
         await asyncio.to_thread(apps.replace_namespaced_deployment_scale, "triton", NS, scale)
     assert stale.value.status == 409
     assert "the object has been modified" in str(stale.value.body)
     fresh = await asyncio.to_thread(apps.read_namespaced_deployment_scale, "triton", NS)
+    assert fresh.spec is not None and fresh.metadata is not None
     fresh.spec.replicas = 5
     done = await asyncio.to_thread(apps.replace_namespaced_deployment_scale, "triton", NS, fresh)
+    assert done.spec is not None and done.metadata is not None
     assert done.spec.replicas == 5
-    assert int(done.metadata.resource_version) > int(fresh.metadata.resource_version)
+    assert int(str(done.metadata.resource_version)) > int(str(fresh.metadata.resource_version))
     deployment = await asyncio.to_thread(apps.read_namespaced_deployment, "triton", NS)
+    assert deployment.metadata is not None
     deployment.metadata.resource_version = fresh.metadata.resource_version
     with pytest.raises(client.ApiException) as stale_deployment:
         await asyncio.to_thread(apps.replace_namespaced_deployment, "triton", NS, deployment)
@@ -386,20 +390,23 @@ async def test_fake_watch_honours_timeout_seconds_and_selector_exits(
 
     core = client.CoreV1Api(kube.api_client)
     pods = await asyncio.to_thread(core.list_namespaced_pod, NS, label_selector="app=triton")
-    victim = pods.items[0].metadata.name
+    assert pods.items[0].metadata is not None and pods.metadata is not None
+    victim = str(pods.items[0].metadata.name)
+    since = str(pods.metadata.resource_version)
 
     def watch() -> list[tuple[str, str]]:
         resp = core.list_namespaced_pod(
             NS,
             label_selector="app=triton",
             watch=True,
-            resource_version=pods.metadata.resource_version,
+            resource_version=since,
             timeout_seconds=1,
             _preload_content=False,
         )
         return [
             (e["type"], e["object"]["metadata"]["name"])
-            for e in map(json.loads, resp.read().decode().splitlines())
+            # Unparsed (``_preload_content=False``) the client returns the urllib3 response.
+            for e in map(json.loads, resp.read().decode().splitlines())  # type: ignore[attr-defined]
         ]
 
     started = time.monotonic()

@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from daemon.actions.registry import catalog
-from daemon.clients.kubernetes_api import KubernetesClient
-from daemon.clients.slack_api import SlackNotifier
-from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
-from daemon.core.guards import GuardSettings
-from daemon.core.playbook_model import load_playbooks_text
-from daemon.core.run_handover import ANNOTATION
-from daemon.lab.fake_kube import FakeKube
-from daemon.lab.fake_slack import FakeSlack
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.dispatcher import DispatchEnv, Dispatcher
-from daemon.runtime.leader_election import LeaderElector
+from tests.fakes.fake_kube import FakeKube
+from tests.fakes.fake_slack import FakeSlack
+from tritonguard.actions.registry import catalog
+from tritonguard.clients.kubernetes_api import KubernetesClient
+from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import load_playbooks_text
+from tritonguard.core.run_handover import ANNOTATION
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.runtime.leader_election import LeaderElector
 
 NS = "tritonguard"
 LEASE = "tritonguard-leader"

@@ -71,7 +71,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         capture_output=True,
         text=True,
     ).stdout.strip()
-    # Appended after the venv's own site-packages, so the installed `daemon` wins over the
+    # Appended after the venv's own site-packages, so the installed `tritonguard` wins over the
     # test environment's editable one (a plain path line does not run that .pth's finder).
     (Path(site) / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     yield env_dir
@@ -91,15 +91,15 @@ def run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
 
 def _imported_roots() -> set[str]:
     roots: set[str] = set()
-    for path in (ROOT / "daemon").rglob("*.py"):
-        if "lab" in path.relative_to(ROOT / "daemon").parts:
+    for path in (ROOT / "daemon" / "tritonguard").rglob("*.py"):
+        if "lab" in path.relative_to(ROOT / "daemon" / "tritonguard").parts:
             continue  # the fault lab needs the `lab` extra; the daemon never imports it
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 roots.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 roots.add(node.module.split(".")[0])
-    return {r for r in roots if r not in sys.stdlib_module_names and r not in ("daemon",)}
+    return {r for r in roots if r not in sys.stdlib_module_names and r not in ("tritonguard",)}
 
 
 def _normalise(name: str) -> str:
@@ -125,6 +125,18 @@ def test_every_third_party_import_is_a_declared_runtime_dependency(wheel: Path) 
     assert missing == {}
 
 
+def test_wheel_holds_the_tritonguard_package_alone_and_no_test_fakes(wheel: Path) -> None:
+    """The only top-level import package is ``tritonguard``: no ``daemon`` to clash with python-daemon.
+
+    The fake Kubernetes API and fake Slack are test code and never ship.
+    """
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"tritonguard"}
+    assert not [n for n in names if "fake" in n.rsplit("/", 1)[-1]]
+
+
 def test_wheel_carries_the_shipped_playbooks_and_their_tests(wheel: Path) -> None:
     """share/tritonguard/playbooks holds one playbook per cause and one test file for each."""
     with zipfile.ZipFile(wheel) as zf:
@@ -143,8 +155,8 @@ def test_installed_daemon_finds_its_playbooks_outside_the_source_tree(
 ) -> None:
     """The runtime imports, and the default playbooks are the installed copy."""
     probe = (
-        "import daemon, daemon.runtime.daemon_app, daemon.runtime.playbook_runner as p; "
-        "print(daemon.__file__); print(p.SHIPPED_PLAYBOOKS)"
+        "import tritonguard, tritonguard.runtime.daemon_app, tritonguard.runtime.playbook_runner as p; "
+        "print(tritonguard.__file__); print(p.SHIPPED_PLAYBOOKS)"
     )
     out = subprocess.run(
         [str(installed / "bin" / "python"), "-c", probe],

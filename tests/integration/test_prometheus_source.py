@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from daemon.clients.prometheus_query import PrometheusQueryClient, PrometheusQueryError
-from daemon.core.samples import Sample, label
-from daemon.sources.prometheus import DEFAULT_GROUPS, PrometheusSource
 from tests.fixtures_prometheus import (
     MetricsServer,
     PrometheusProcess,
     ScrapeJob,
     closed_port_url,
 )
+from tritonguard.clients.prometheus_query import PrometheusQueryClient, PrometheusQueryError
+from tritonguard.core.samples import Sample, label
+from tritonguard.sources.prometheus import DEFAULT_GROUPS, PrometheusSource
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
 

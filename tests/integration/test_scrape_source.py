@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.clients.metrics_scraper import MetricsScraper, ScrapeTarget
-from daemon.core.samples import Sample, label
-from daemon.settings import TargetSettings
-from daemon.sources.scrape import ScrapeSource
 from tests.fixtures_prometheus import MetricsServer, closed_port_url
+from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeTarget
+from tritonguard.core.samples import Sample, label
+from tritonguard.settings import TargetSettings
+from tritonguard.sources.scrape import ScrapeSource
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
 
@@ -190,8 +190,8 @@ async def test_jitter_spreads_scrape_starts() -> None:
 @pytest.mark.live
 async def test_real_tritonserver_metrics(tmp_path: Path) -> None:
     """A real tritonserver's exposition parses, labelled, and its counters move per request."""
-    from daemon.lab.repository import ModelSpec, write_model
-    from daemon.lab.triton_server import TritonServer
+    from tritonguard.lab.repository import ModelSpec, write_model
+    from tritonguard.lab.triton_server import TritonServer
 
     repo = tmp_path / "repo"
     write_model(repo, ModelSpec(name="live_m"))

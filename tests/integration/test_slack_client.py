@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import pytest
 
-from daemon.clients.slack_api import (
+from tests.fakes.fake_slack import FakeSlack, validate_blocks
+from tritonguard.clients.slack_api import (
     PostedMessage,
     SlackError,
     SlackNotifier,
@@ -15,14 +17,13 @@ from daemon.clients.slack_api import (
     fit_text,
     truncate,
 )
-from daemon.lab.fake_slack import FakeSlack, validate_blocks
 
 
 def _notifier(server: FakeSlack, **kwargs: object) -> SlackNotifier:
     return SlackNotifier(server.token, base_url=server.base_url, **kwargs)  # type: ignore[arg-type]
 
 
-def _section(text: str) -> dict[str, object]:
+def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.exposition import decode_payload, parse_exposition
-from daemon.core.findings import CAUSES
-from daemon.core.samples import label
+from tritonguard.core.exposition import decode_payload, parse_exposition
+from tritonguard.core.findings import CAUSES
+from tritonguard.core.samples import label
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 LABEL_FILES = sorted(TRACES.glob("*.labels.json"))

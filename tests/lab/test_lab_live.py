@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.exposition import parse_exposition
-from daemon.core.samples import label
-from daemon.lab.exporters import LabExporters
-from daemon.lab.loadgen import LoadGenerator, LoadSpec, Segment
-from daemon.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
-from daemon.lab.triton_server import TritonServer
+from tritonguard.core.exposition import parse_exposition
+from tritonguard.core.samples import label
+from tritonguard.lab.exporters import LabExporters
+from tritonguard.lab.loadgen import LoadGenerator, LoadSpec, Segment
+from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
+from tritonguard.lab.triton_server import TritonServer
 
 pytestmark = pytest.mark.live
 
@@ -135,7 +135,7 @@ def test_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     code = (
         "import sys, time, pathlib\n"
-        "from daemon.lab.triton_server import TritonServer\n"
+        "from tritonguard.lab.triton_server import TritonServer\n"
         f"s = TritonServer(pathlib.Path({str(tmp_path / 'repo')!r})).start()\n"
         f"pathlib.Path({str(pid_file)!r}).write_text(str(s.pid))\n"
         "time.sleep(60)\n"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from daemon.core.findings import Fix, IncidentEvent, Subject
-from daemon.lab.demo import DemoError, action_line, plan_demo
-from daemon.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
-from daemon.lab.detect_live import cell
-from daemon.lab.live_lab import Outcome, judge, retimed
-from daemon.lab.loadgen import rate_at
-from daemon.lab.prometheus_server import ScrapeJob, render_config
-from daemon.lab.scenarios import SCENARIOS
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.lab.demo import DemoError, action_line, plan_demo
+from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
+from tritonguard.lab.detect_live import cell
+from tritonguard.lab.live_lab import Outcome, judge, retimed
+from tritonguard.lab.loadgen import rate_at
+from tritonguard.lab.prometheus_server import ScrapeJob, render_config
+from tritonguard.lab.scenarios import SCENARIOS
 
 
 def _event(kind: str, cause: str, model: str, at: float, ns: str = "vision") -> IncidentEvent:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.lab.repository import (
+from tritonguard.lab.repository import (
     LAB_MODEL_SOURCE,
     Behaviour,
     DynamicBatching,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.engine import Engine
-from daemon.core.findings import IncidentEvent
-from daemon.core.replay import drive
-from daemon.sources.replay import load_trace
+from tritonguard.core.engine import Engine
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.replay import drive
+from tritonguard.sources.replay import load_trace
 
 TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
 LABELS = sorted(TRACES.glob("*.labels.json"))
@@ -39,7 +39,7 @@ def _names(kind: str) -> list[str]:
 
 def test_fixture_set_covers_the_catalogue() -> None:
     """The recorded fixtures hold every cause of the catalogue and the three healthy controls."""
-    from daemon.core.findings import CAUSES
+    from tritonguard.core.findings import CAUSES
 
     causes = {json.loads(p.read_text()).get("cause") for p in LABELS}
     assert set(CAUSES) <= causes

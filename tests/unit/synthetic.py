@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from daemon.core.engine import Engine, EngineConfig
-from daemon.core.findings import IncidentEvent
-from daemon.core.replay import drive
-from daemon.core.samples import Sample
-from daemon.core.series_notation import expand, parse_series_selector
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.replay import drive
+from tritonguard.core.samples import Sample
+from tritonguard.core.series_notation import expand, parse_series_selector
 
 START = 1_700_000_000.0
 
@@ -134,7 +134,7 @@ def run_engine(
     """Replay the series through a fresh engine and return every incident transition."""
     engine = Engine(config)
     if configs:
-        from daemon.core.findings import Subject
+        from tritonguard.core.findings import Subject
 
         for model, cfg in configs.items():
             engine.note_model_config(Subject("prod", model, "triton-0"), cfg)

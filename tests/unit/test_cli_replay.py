@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli.main import main
-from daemon.core.trace_writer import render_trace
 from tests.unit.synthetic import Phase, samples_of, triton_model
+from tritonguard.cli.main import main
+from tritonguard.core.trace_writer import render_trace
 
 IV = 5.0
 
@@ -115,7 +115,7 @@ def test_huge_trace_is_refused_with_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Past the sample limit the replay stops with the offending line instead of exhausting memory."""
-    from daemon.sources import replay as replay_source
+    from tritonguard.sources import replay as replay_source
 
     path = tmp_path / "huge.om"
     path.write_text(
@@ -161,9 +161,9 @@ def test_the_cli_loads_no_network_sdk_until_a_subcommand_needs_it() -> None:
     import sys
 
     probe = (
-        "import sys, daemon.cli.main; "
+        "import sys, tritonguard.cli.main; "
         "print(','.join(m for m in ('aiohttp', 'kubernetes', 'slack_sdk', "
-        "'prometheus_api_client', 'tritonclient', 'daemon.lab.demo') if m in sys.modules))"
+        "'prometheus_api_client', 'tritonclient', 'tritonguard.lab.demo') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from daemon.core.config_patch import (
+from tritonguard.core.config_patch import (
     DEFAULT_BOUNDS,
     Bound,
     BoundError,
@@ -15,7 +17,7 @@ from daemon.core.config_patch import (
     reverse_patch,
 )
 
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "name": "resnet",
     "max_batch_size": 8,
     "dynamic_batching": {"max_queue_delay_microseconds": "100000", "preferred_batch_size": [8]},

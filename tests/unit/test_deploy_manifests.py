@@ -11,9 +11,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from daemon.actions.registry import catalog
-from daemon.core.playbook_model import load_playbooks_text
-from daemon.settings import load_settings
+from tritonguard.actions.registry import catalog
+from tritonguard.core.playbook_model import load_playbooks_text
+from tritonguard.settings import load_settings
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"

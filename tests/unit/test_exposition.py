@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.exposition import (
+from tritonguard.core.exposition import (
     ExpositionError,
     decode_payload,
     iter_exposition,
     parse_exposition,
 )
-from daemon.core.samples import Sample
+from tritonguard.core.samples import Sample
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "expositions"
 CAPTURE_50 = Path(__file__).parent.parent.parent / "benchmarks" / "data" / "triton_50_models.prom"

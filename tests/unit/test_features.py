@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from daemon.core.engine import Engine
-from daemon.core.features import FeatureSet
-from daemon.core.findings import Subject
 from tests.unit.synthetic import START, Phase, gauge, notation, samples_of, triton_model
+from tritonguard.core.engine import Engine
+from tritonguard.core.features import FeatureSet
+from tritonguard.core.findings import Subject
 
 IV = 5.0
 SUBJECT = Subject("prod", "resnet", "triton-0")

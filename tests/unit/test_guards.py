@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from daemon.core.findings import Subject
-from daemon.core.guards import Decision, GuardSettings, RunRecord, decide, model_key
-from daemon.core.playbook_model import Guards
+from tritonguard.core.findings import Subject
+from tritonguard.core.guards import Decision, GuardSettings, RunRecord, decide, model_key
+from tritonguard.core.playbook_model import Guards
 
 S = Subject("prod", "resnet", "triton-0")
 LIVE = GuardSettings(dry_run=False, action_budget_per_hour=3)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from daemon.core.findings import Finding, Fix, Subject
-from daemon.core.incidents import IncidentBook
-from daemon.core.thresholds import Thresholds
+from tritonguard.core.findings import Finding, Fix, Subject
+from tritonguard.core.incidents import IncidentBook
+from tritonguard.core.thresholds import Thresholds
 
 S = Subject("prod", "resnet", "triton-0")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.core.model_warmup import WarmupError, warmup_from_inputs
+from tritonguard.core.model_warmup import WarmupError, warmup_from_inputs
 
 CONFIG = {
     "name": "ranker",

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import cmd_playbooks
-from daemon.core.engine import Engine
-from daemon.core.replay import drive
-from daemon.runtime.audit_store import AuditStore
-from daemon.runtime.dispatcher import Dispatcher, load_playbook_files
-from daemon.runtime.flight_recorder import FlightRecorder
 from tests.unit.synthetic import Phase, samples_of, triton_model
+from tritonguard.cli import cmd_playbooks
+from tritonguard.core.engine import Engine
+from tritonguard.core.replay import drive
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.dispatcher import Dispatcher, load_playbook_files
+from tritonguard.runtime.flight_recorder import FlightRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = sorted((ROOT / "playbooks" / "tests").glob("*.test.yaml"))

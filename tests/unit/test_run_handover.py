@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from daemon.core.guards import RunRecord
-from daemon.core.run_handover import MAX_RUNS, WINDOW_S, decode_runs, encode_runs
+from tritonguard.core.guards import RunRecord
+from tritonguard.core.run_handover import MAX_RUNS, WINDOW_S, decode_runs, encode_runs
 
 NOW = 100_000.0
 

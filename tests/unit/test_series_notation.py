@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from daemon.core.series_notation import (
+from tritonguard.core.series_notation import (
     STALE,
     SeriesNotationError,
     expand,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemon.core.samples import Sample, make_labels
-from daemon.core.series_store import SeriesStore
+from tritonguard.core.samples import Sample, make_labels
+from tritonguard.core.series_store import SeriesStore
 
 L = make_labels({"model": "m", "namespace": "prod", "pod": "p"})
 
@@ -92,9 +92,9 @@ def test_unconsumed_families_are_not_stored() -> None:
 
 def test_model_features_sum_across_pods() -> None:
     """A model served by two pods has per-pod features and a model-wide request rate."""
-    from daemon.core.engine import Engine
-    from daemon.core.findings import Subject
     from tests.unit.synthetic import Phase, samples_of, triton_model
+    from tritonguard.core.engine import Engine
+    from tritonguard.core.findings import Subject
 
     series = triton_model([Phase(12, rps=10)], interval=5.0, pod="a")
     series.update(triton_model([Phase(12, rps=30)], interval=5.0, pod="b"))

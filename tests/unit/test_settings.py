@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings import SettingsError, load_settings, split_listen, target_from_url
+from tritonguard.settings import SettingsError, load_settings, split_listen, target_from_url
 
 YAML_CONFIG = """\
 targets:

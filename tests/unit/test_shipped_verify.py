@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.actions.verify import VerifyParams
-from daemon.core.findings import Evidence, Fix, IncidentEvent, Subject
-from daemon.core.templating import TemplateError, incident_context, render_value
-from daemon.runtime.dispatcher import load_playbook_files
+from tritonguard.actions.verify import VerifyParams
+from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
+from tritonguard.core.templating import TemplateError, incident_context, render_value
+from tritonguard.runtime.dispatcher import load_playbook_files
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "too_few_instances.yaml"
 

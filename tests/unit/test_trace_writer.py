@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.exposition import parse_exposition
-from daemon.core.samples import Sample
-from daemon.core.trace_writer import family_of, render_trace, render_trace_gz
+from tritonguard.core.exposition import parse_exposition
+from tritonguard.core.samples import Sample
+from tritonguard.core.trace_writer import family_of, render_trace, render_trace_gz
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "expositions"
 T0 = 1_700_000_000

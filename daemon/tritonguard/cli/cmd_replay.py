@@ -1,0 +1,140 @@
+"""`tritonguard replay TRACE`: run the engine over a recorded trace, as fast as the CPU allows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.replay import drive
+from tritonguard.runtime.dispatcher import Dispatcher, DryRunPlanner
+from tritonguard.sources.replay import TraceError, load_trace
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `replay` subcommand."""
+    p = sub.add_parser(
+        "replay", help="diagnose a recorded trace (JSON Lines or a readable timeline)"
+    )
+    p.add_argument("trace", help="OpenMetrics trace with timestamps (.om or .om.gz)")
+    p.add_argument("--playbooks", metavar="DIR", help="plan these playbooks' actions (dry-run)")
+    p.add_argument("--format", choices=("json", "text"), default="text")
+    p.add_argument(
+        "--eval-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="evaluate at most every S seconds of trace time (default 5)",
+    )
+    p.add_argument("--config", metavar="FILE", help="engine thresholds override (YAML/TOML)")
+    p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay a trace; exit 2 with a one-line reason on unreadable input."""
+    try:
+        samples = load_trace(args.trace)
+        config = _engine_config(args.config)
+        planner = _planner(args.playbooks)
+    except (TraceError, ValueError) as exc:
+        print(f"tritonguard: {exc}", file=sys.stderr)
+        return 2
+    engine = Engine(config)
+    out = sys.stdout
+    console = Console(file=out, highlight=False, soft_wrap=True)
+    started = time.perf_counter()
+    first_t = last_t = None
+    count = 0
+    try:
+        for t, events in drive(engine, samples, eval_interval_s=args.eval_interval):
+            first_t = t if first_t is None else first_t
+            last_t = t
+            if planner is not None:
+                successors = Dispatcher.successors(events)
+                for ev in events:
+                    ev.actions = list(planner.plan(ev, successors.get(ev.incident_id)))
+                events.extend(_due_actions(engine, planner, t, {e.incident_id for e in events}))
+            for ev in events:
+                count += 1
+                if args.format == "json":
+                    out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")
+                else:
+                    _print_text(console, ev, first_t)
+    except ValueError as exc:
+        print(f"tritonguard: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - started
+    if args.format == "text" and count == 0:
+        console.print("No incidents: every model stayed within its baseline and SLOs.")
+    if args.stats and first_t is not None and last_t is not None:
+        span = last_t - first_t
+        print(
+            f"replayed {span:.0f} s of trace ({len(samples)} samples) in {wall:.2f} s: "
+            f"{span / wall if wall > 0 else float('inf'):.0f} trace-seconds per wall-second",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _engine_config(path: str | None) -> EngineConfig:
+    if not path:
+        return EngineConfig()
+    from tritonguard.settings import SettingsError, load_settings  # noqa: PLC0415 - only when overriding
+
+    try:
+        return EngineConfig(thresholds=load_settings(Path(path)).thresholds)
+    except SettingsError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _due_actions(
+    engine: Engine, planner: DryRunPlanner, now: float, reported: set[str]
+) -> list[IncidentEvent]:
+    """Playbooks that became due (held_for) between transitions show as an 'updated' line."""
+    due = planner.tick(now)
+    out = []
+    for inc in engine.open_incidents():
+        records = due.get(inc.incident_id)
+        if records and inc.incident_id not in reported:
+            inc.at = now
+            inc.actions = list(records)
+            out.append(inc)
+    return out
+
+
+def _planner(directory: str | None) -> DryRunPlanner | None:
+    if not directory:
+        return None
+    return DryRunPlanner(Path(directory))
+
+
+def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
+    stamp = datetime.fromtimestamp(ev.at, UTC).strftime("%H:%M:%S")
+    offset = ev.at - t0
+    colour = {"opened": "bold red", "updated": "yellow", "resolved": "green"}[ev.event]
+    where = f"{ev.subject.namespace}/{ev.subject.pod}" if ev.subject.pod else ev.subject.namespace
+    console.print(
+        f"[dim]{stamp} (+{offset:>5.0f}s)[/dim] [{colour}]{ev.event.upper():8}[/{colour}] "
+        f"[bold]{ev.cause}[/bold] model={ev.subject.model} {where} confidence={ev.confidence:.2f}"
+    )
+    console.print(f"    {ev.summary}")
+    if ev.event == "opened":
+        key = [
+            f"{k}={v.value:.3g}{v.unit if v.unit in ('ms', 's') else ''}"
+            for k, v in list(ev.evidence.items())[:8]
+            if v.value is not None
+        ]
+        console.print(f"    [dim]evidence: {', '.join(key)}[/dim]")
+        console.print(f"    fix: {ev.fix.text}")
+        if ev.secondary:
+            console.print(f"    also matching: {', '.join(ev.secondary)}")
+    for a in ev.actions:
+        console.print(f"    action: {a.get('action')} {a.get('status')} {a.get('reason', '')}")

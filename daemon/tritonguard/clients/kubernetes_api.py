@@ -1,0 +1,772 @@
+"""Async Kubernetes access for tritonguard: scale, HPA, pods and their watch, events, leader lease.
+
+A thin layer over the official ``kubernetes`` client. Its calls block, so each one runs in a
+worker thread under a deadline; a watch streams from its own thread and can be stopped at any
+time. Every failure becomes a :class:`KubernetesError` whose message is one line saying what was
+attempted and why it failed (API server down, timeout, 404, 409, 403, invalid), never a
+traceback.
+
+Leader election follows client-go's lease lock: a lease held by someone else is taken over only
+after its record has stayed unchanged for ``leaseDurationSeconds`` *as measured by the local
+monotonic clock since it was first observed*, so clock skew between replicas cannot cause two
+leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+import urllib3
+from kubernetes import client
+from kubernetes import config as _kube_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
+
+T = TypeVar("T")
+JsonObj = dict[str, Any]
+
+# Parts of the official client that carry no type annotations.
+config: Any = _kube_config
+iter_resp_lines: Any = _iter_resp_lines
+
+ErrorKind = Literal[
+    "down",
+    "timeout",
+    "not_found",
+    "conflict",
+    "forbidden",
+    "unauthorized",
+    "invalid",
+    "throttled",
+    "server",
+    "config",
+    "unknown",
+]
+WorkloadKind = Literal["Deployment", "StatefulSet"]
+PodEventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+_STATUS_KINDS: dict[int, ErrorKind] = {
+    400: "invalid",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    410: "conflict",
+    422: "invalid",
+    429: "throttled",
+}
+_RETRYABLE: frozenset[ErrorKind] = frozenset({"down", "timeout", "server", "throttled"})
+_MERGE_PATCH = "application/merge-patch+json"
+_EVENT_MESSAGE_LIMIT = 1024
+
+
+class KubernetesError(Exception):
+    """A Kubernetes call failed; ``str()`` is one line naming the call and the reason."""
+
+    def __init__(self, kind: ErrorKind, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying again later can help (server down, slow, overloaded)."""
+        return self.kind in _RETRYABLE
+
+
+@dataclass(frozen=True)
+class Hpa:
+    """The parts of an autoscaling/v2 HorizontalPodAutoscaler tritonguard reads."""
+
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    current_replicas: int | None
+    desired_replicas: int | None
+
+
+@dataclass(frozen=True)
+class Pod:
+    """The parts of a pod tritonguard follows (readiness, placement, ownership)."""
+
+    namespace: str
+    name: str
+    phase: str
+    ready: bool
+    labels: Mapping[str, str]
+    node: str | None
+    ip: str | None
+    resource_version: str
+    owner_kind: str | None = None
+    owner_name: str | None = None
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One change seen by :meth:`KubernetesClient.watch_pods`."""
+
+    type: PodEventType
+    pod: Pod
+
+
+@dataclass
+class _Observed:
+    """Client-go's observedRecord/observedTime: when this replica last saw the lease change."""
+
+    resource_version: str
+    at: float
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+_END = object()
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _status_message(body: Any) -> str:
+    """Extract ``message`` from a Kubernetes ``Status`` body (or give the body, shortened)."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return _one_line(body, 200)
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("reason") or "")
+    return ""
+
+
+def translate_error(exc: BaseException, what: str, host: str) -> KubernetesError:
+    """Turn anything the client, urllib3 or asyncio raised into a one-line KubernetesError."""
+    if isinstance(exc, KubernetesError):
+        return exc
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        kind = _STATUS_KINDS.get(status, "server" if status >= 500 else "unknown")
+        detail = _status_message(exc.body) or str(exc.reason or "")
+        return KubernetesError(kind, _one_line(f"{what}: HTTP {status} {detail}"), status)
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2, so it is tested first.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+        return KubernetesError(
+            "down", f"{what}: Kubernetes API at {host} is unreachable (connection refused)"
+        )
+    if isinstance(exc, TimeoutError | urllib3.exceptions.TimeoutError):
+        return KubernetesError("timeout", f"{what}: Kubernetes API at {host} timed out")
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return KubernetesError(
+            "down", _one_line(f"{what}: connection to Kubernetes API at {host} failed: {exc}")
+        )
+    if isinstance(exc, ValueError):
+        return KubernetesError("invalid", _one_line(f"{what}: unexpected response: {exc}"))
+    return KubernetesError("unknown", _one_line(f"{what}: {type(exc).__name__}: {exc}"))
+
+
+def _micro_time(when: datetime) -> str:
+    """Render a MicroTime the way the API server does (RFC 3339, microseconds, ``Z``)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
+    """Build a :class:`Pod` from its JSON form (as listed or as sent by a watch)."""
+    md = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    owners = md.get("ownerReferences") or []
+    owner = owners[0] if owners else {}
+    return Pod(
+        namespace=str(md.get("namespace", "")),
+        name=str(md.get("name", "")),
+        phase=str(status.get("phase") or "Unknown"),
+        ready=ready,
+        labels=dict(md.get("labels") or {}),
+        node=(obj.get("spec") or {}).get("nodeName"),
+        ip=status.get("podIP"),
+        resource_version=str(md.get("resourceVersion", "")),
+        owner_kind=owner.get("kind"),
+        owner_name=owner.get("name"),
+    )
+
+
+def _hpa_from_dict(obj: Mapping[str, Any]) -> Hpa:
+    md, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    return Hpa(
+        namespace=str(md.get("namespace", "")),
+        name=str(md.get("name", "")),
+        target_kind=str(ref.get("kind", "")),
+        target_name=str(ref.get("name", "")),
+        min_replicas=int(spec.get("minReplicas") or 1),
+        max_replicas=int(spec.get("maxReplicas") or 0),
+        current_replicas=status.get("currentReplicas"),
+        desired_replicas=status.get("desiredReplicas"),
+    )
+
+
+def _retries() -> urllib3.Retry:
+    # No retry on refused connections (fail fast when the API server is down); one retry of
+    # idempotent calls whose kept-alive connection was closed under them.
+    return urllib3.Retry(total=2, connect=0, read=1, status=0, redirect=0, other=0)
+
+
+@dataclass
+class KubernetesClient:
+    """Async façade over the official client, bound to one API server.
+
+    Build it with :meth:`for_host` (tests, the lab, an explicit URL) or :meth:`from_environment`
+    (in-cluster service account, else kubeconfig). ``timeout_s`` bounds every call.
+    """
+
+    api_client: client.ApiClient
+    timeout_s: float = 10.0
+    monotonic: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _observed: dict[tuple[str, str], _Observed] = field(default_factory=dict, init=False)
+
+    @classmethod
+    def for_host(
+        cls,
+        host: str,
+        *,
+        token: str | None = None,
+        verify_ssl: bool = True,
+        timeout_s: float = 10.0,
+    ) -> KubernetesClient:
+        """Connect to an API server by URL (``http://127.0.0.1:PORT`` for the fake)."""
+        cfg = client.Configuration()
+        cfg.host = host.rstrip("/")
+        cfg.verify_ssl = verify_ssl
+        if token:
+            cfg.api_key = {"authorization": f"Bearer {token}"}
+        cfg.retries = _retries()
+        return cls(client.ApiClient(cfg), timeout_s=timeout_s)
+
+    @classmethod
+    def from_environment(
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> KubernetesClient:
+        """Use the pod's service account when in a cluster, else a kubeconfig file.
+
+        Raises KubernetesError (kind ``config``) with what to fix when neither is usable.
+        """
+        cfg = client.Configuration()
+        try:
+            if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_incluster_config(client_configuration=cfg)
+            else:
+                config.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=cfg
+                )
+        except Exception as exc:  # the loaders raise ConfigException, OSError, YAML errors...
+            where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise KubernetesError(
+                "config",
+                _one_line(
+                    f"cannot load Kubernetes credentials (in-cluster service account or "
+                    f"kubeconfig {where}): {exc}; run inside a pod or pass --kubeconfig"
+                ),
+            ) from exc
+        cfg.retries = _retries()
+        return cls(client.ApiClient(cfg), timeout_s=timeout_s)
+
+    @property
+    def host(self) -> str:
+        """URL of the API server."""
+        return str(self.api_client.configuration.host)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        api: Any = self.api_client
+        with contextlib.suppress(Exception):
+            api.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _request_timeout(self) -> tuple[float, float]:
+        return (min(3.0, self.timeout_s), self.timeout_s)
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        kwargs.setdefault("_request_timeout", self._request_timeout())
+        try:
+            # timeout_s bounds the whole call, including urllib3's one retry of an idempotent
+            # request; the client's own read timeout then ends the worker thread soon after.
+            return await asyncio.wait_for(
+                asyncio.to_thread(fn, *args, **kwargs), timeout=self.timeout_s + 0.25
+            )
+        except Exception as exc:
+            raise translate_error(exc, what, self.host) from exc
+
+    def _json(self, model: Any) -> JsonObj:
+        """Return the JSON form of a model returned by the client (camelCase keys)."""
+        api: Any = self.api_client
+        data = api.sanitize_for_serialization(model)
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def _apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api_client)
+
+    @property
+    def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+    @property
+    def _coordination(self) -> client.CoordinationV1Api:
+        return client.CoordinationV1Api(self.api_client)
+
+    @property
+    def _autoscaling(self) -> client.AutoscalingV2Api:
+        return client.AutoscalingV2Api(self.api_client)
+
+    def _scale_methods(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        apps = self._apps
+        if kind == "Deployment":
+            return apps.read_namespaced_deployment_scale, apps.patch_namespaced_deployment_scale
+        if kind == "StatefulSet":
+            return (
+                apps.read_namespaced_stateful_set_scale,
+                apps.patch_namespaced_stateful_set_scale,
+            )
+        raise KubernetesError("invalid", f"cannot scale a {kind!r}: use Deployment or StatefulSet")
+
+    # -- scale and HPA ----------------------------------------------------------------------
+
+    async def get_scale(self, kind: WorkloadKind, namespace: str, name: str) -> int:
+        """Return ``spec.replicas`` of a Deployment or StatefulSet (via its scale subresource)."""
+        read, _ = self._scale_methods(kind)
+        scale = await self._call(f"read scale of {kind} {namespace}/{name}", read, name, namespace)
+        return int(self._json(scale).get("spec", {}).get("replicas", 0))
+
+    async def set_scale(self, kind: WorkloadKind, namespace: str, name: str, replicas: int) -> int:
+        """Set ``spec.replicas`` through the scale subresource; return the replicas now set."""
+        _, patch = self._scale_methods(kind)
+        scale = await self._call(
+            f"scale {kind} {namespace}/{name} to {replicas}",
+            patch,
+            name,
+            namespace,
+            {"spec": {"replicas": replicas}},
+            _content_type=_MERGE_PATCH,
+        )
+        return int(self._json(scale).get("spec", {}).get("replicas", 0))
+
+    async def find_hpa_for(self, kind: WorkloadKind, namespace: str, name: str) -> Hpa | None:
+        """Return the HPA whose ``scaleTargetRef`` is this workload, or None."""
+        hpas = await self._call(
+            f"list HPAs in {namespace}",
+            self._autoscaling.list_namespaced_horizontal_pod_autoscaler,
+            namespace,
+        )
+        for item in self._json(hpas).get("items", []):
+            hpa = _hpa_from_dict(item)
+            if hpa.target_kind == kind and hpa.target_name == name:
+                return hpa
+        return None
+
+    async def set_hpa_min_replicas(self, namespace: str, name: str, n: int) -> Hpa:
+        """Patch an HPA's ``spec.minReplicas`` (the HPA then scales its target up to it)."""
+        hpa = await self._call(
+            f"set minReplicas of HPA {namespace}/{name} to {n}",
+            self._autoscaling.patch_namespaced_horizontal_pod_autoscaler,
+            name,
+            namespace,
+            {"spec": {"minReplicas": n}},
+            _content_type=_MERGE_PATCH,
+        )
+        return _hpa_from_dict(self._json(hpa))
+
+    # -- pods -------------------------------------------------------------------------------
+
+    async def _list_pods_rv(self, namespace: str, label_selector: str) -> tuple[list[Pod], str]:
+        pods = self._json(
+            await self._call(
+                f"list pods in {namespace} ({label_selector or 'all'})",
+                self._core.list_namespaced_pod,
+                namespace,
+                label_selector=label_selector or None,
+            )
+        )
+        items = [
+            pod_from_dict({**p, "metadata": {"namespace": namespace, **p.get("metadata", {})}})
+            for p in pods.get("items", [])
+        ]
+        return items, str(pods.get("metadata", {}).get("resourceVersion", ""))
+
+    async def list_pods(self, namespace: str, label_selector: str = "") -> list[Pod]:
+        """List the pods of a namespace that match a label selector."""
+        pods, _ = await self._list_pods_rv(namespace, label_selector)
+        return pods
+
+    async def _stream_pods(
+        self, namespace: str, label_selector: str, resource_version: str, timeout_s: int
+    ) -> AsyncIterator[JsonObj]:
+        """Yield raw watch events from one watch request, read by a dedicated thread."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        stop = threading.Event()
+        holder: dict[str, Any] = {}
+
+        def put(item: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed at shutdown
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def run() -> None:
+            try:
+                resp: Any = self._core.list_namespaced_pod(
+                    namespace,
+                    label_selector=label_selector or None,
+                    watch=True,
+                    allow_watch_bookmarks=True,
+                    resource_version=resource_version,
+                    timeout_seconds=timeout_s,
+                    _preload_content=False,
+                    _request_timeout=(min(3.0, self.timeout_s), timeout_s + self.timeout_s),
+                )
+                holder["resp"] = resp
+                if stop.is_set():
+                    return
+                status = int(getattr(resp, "status", 200))
+                if not 200 <= status < 300:
+                    raise ApiException(status=status, reason=resp.reason, body=resp.data)
+                for line in iter_resp_lines(resp):
+                    if stop.is_set():
+                        return
+                    if line:
+                        put(json.loads(line))
+            except BaseException as exc:
+                if not stop.is_set():
+                    put(_Failure(exc))
+            finally:
+                opened = holder.get("resp")
+                if opened is not None:
+                    with contextlib.suppress(Exception):
+                        opened.release_conn()
+                put(_END)
+
+        threading.Thread(target=run, name=f"watch-pods-{namespace}", daemon=True).start()
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    return
+                if isinstance(item, _Failure):
+                    raise translate_error(item.error, f"watch pods in {namespace}", self.host)
+                assert isinstance(item, dict)
+                yield item
+        finally:
+            stop.set()
+            resp = holder.get("resp")
+            if resp is not None:
+                # Unblocks the reading thread at once (urllib3 >= 2.3).
+                with contextlib.suppress(Exception):
+                    resp.shutdown()
+
+    async def watch_pods(
+        self,
+        namespace: str,
+        label_selector: str = "",
+        *,
+        resource_version: str | None = None,
+        watch_timeout_s: int = 300,
+        initial_backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        on_error: Callable[[KubernetesError], None] | None = None,
+    ) -> AsyncGenerator[PodEvent, None]:
+        """Follow pods forever: the current ones as ADDED, then every change.
+
+        Each watch request resumes from the last resourceVersion seen. When the server says
+        that version is too old (410 Gone) the pods are listed again and the differences are
+        emitted, so no change is lost. While the API server is down or slow the watch retries
+        with exponential backoff, reporting each failure to ``on_error``; other errors (403,
+        404) are raised. Close the iterator (``contextlib.aclosing``) to stop it promptly.
+        """
+        known: dict[str, Pod] = {}
+        rv = resource_version
+        backoff = initial_backoff_s
+        while True:
+            try:
+                if rv is None:
+                    pods, rv = await self._list_pods_rv(namespace, label_selector)
+                    current = {p.name: p for p in pods}
+                    for name, pod in current.items():
+                        before = known.get(name)
+                        if before is None:
+                            yield PodEvent("ADDED", pod)
+                        elif before.resource_version != pod.resource_version:
+                            yield PodEvent("MODIFIED", pod)
+                    for name in sorted(set(known) - set(current)):
+                        yield PodEvent("DELETED", known[name])
+                    known = current
+                opened = time.monotonic()
+                events_seen = 0
+                async for raw in self._stream_pods(namespace, label_selector, rv, watch_timeout_s):
+                    events_seen += 1
+                    kind = raw.get("type")
+                    obj = raw.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            rv = None  # expired: relist and diff
+                            break
+                        raise KubernetesError(
+                            _STATUS_KINDS.get(int(obj.get("code") or 0), "server"),
+                            _one_line(f"watch pods in {namespace}: {obj.get('message', obj)}"),
+                            obj.get("code"),
+                        )
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue  # BOOKMARK: only the resourceVersion matters
+                    pod = pod_from_dict(obj)
+                    if kind == "DELETED":
+                        known.pop(pod.name, None)
+                    else:
+                        known[pod.name] = pod
+                    backoff = initial_backoff_s
+                    yield PodEvent(kind, pod)
+                if rv is not None and not events_seen and time.monotonic() - opened < 1.0:
+                    # A watch closed at once without news (a server shutting down): do not spin.
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, max_backoff_s)
+            except KubernetesError as err:
+                if not err.retryable:
+                    raise
+                if on_error is not None:
+                    on_error(err)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, max_backoff_s)
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
+        readers: dict[str, Callable[..., Any]] = {
+            "Deployment": self._apps.read_namespaced_deployment,
+            "StatefulSet": self._apps.read_namespaced_stateful_set,
+            "Pod": self._core.read_namespaced_pod,
+            "HorizontalPodAutoscaler": self._autoscaling.read_namespaced_horizontal_pod_autoscaler,
+        }
+        reader = readers.get(kind)
+        if reader is None:
+            return None
+        obj = await self._call(f"read {kind} {namespace}/{name}", reader, name, namespace)
+        uid = self._json(obj).get("metadata", {}).get("uid")
+        return str(uid) if uid else None
+
+    async def create_event(
+        self,
+        *,
+        kind: str,
+        namespace: str,
+        name: str,
+        reason: str,
+        message: str,
+        type: Literal["Normal", "Warning"] = "Normal",
+        api_version: str | None = None,
+        uid: str | None = None,
+        component: str = "tritonguard",
+        instance: str = "",
+    ) -> str:
+        """Record a core/v1 Event on an object (``kubectl describe`` shows it); return its name.
+
+        The object's uid is looked up when not given, because ``kubectl describe`` selects
+        events by it.
+        """
+        if uid is None:
+            uid = await self._uid_of(kind, namespace, name)
+        now = self.wall_clock()
+        body: JsonObj = {
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {
+                "kind": kind,
+                "namespace": namespace,
+                "name": name,
+                "apiVersion": api_version
+                or {"Pod": "v1", "HorizontalPodAutoscaler": "autoscaling/v2"}.get(kind, "apps/v1"),
+                **({"uid": uid} if uid else {}),
+            },
+            "reason": reason,
+            "message": message
+            if len(message) <= _EVENT_MESSAGE_LIMIT
+            else message[: _EVENT_MESSAGE_LIMIT - 1] + "…",
+            "type": type,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": instance or component,
+            "firstTimestamp": now.isoformat(),
+            "lastTimestamp": now.isoformat(),
+            "count": 1,
+        }
+        event = await self._call(
+            f"record event {reason} on {kind} {namespace}/{name}",
+            self._core.create_namespaced_event,
+            namespace,
+            client.CoreV1Event.from_dict(body),
+        )
+        return str(self._json(event).get("metadata", {}).get("name", ""))
+
+    # -- leader election --------------------------------------------------------------------
+
+    async def read_lease(self, namespace: str, name: str) -> JsonObj | None:
+        """Return the Lease as a dict, or None when it does not exist."""
+        return await self._read_lease(namespace, name)
+
+    async def _read_lease(self, namespace: str, name: str) -> JsonObj | None:
+        try:
+            lease = await self._call(
+                f"read lease {namespace}/{name}",
+                self._coordination.read_namespaced_lease,
+                name,
+                namespace,
+            )
+        except KubernetesError as err:
+            if err.kind == "not_found":
+                return None
+            raise
+        return self._json(lease)
+
+    def _expired(self, namespace: str, name: str, lease: JsonObj) -> bool:
+        """Expiry by local observation: unchanged for leaseDurationSeconds since first seen."""
+        spec = lease.get("spec") or {}
+        if not spec.get("holderIdentity"):
+            return True
+        rv = str(lease.get("metadata", {}).get("resourceVersion", ""))
+        now = self.monotonic()
+        seen = self._observed.get((namespace, name))
+        if seen is None or seen.resource_version != rv:
+            self._observed[(namespace, name)] = _Observed(rv, now)
+            return False
+        return now - seen.at > float(spec.get("leaseDurationSeconds") or 0)
+
+    async def _write_lease(  # noqa: PLR0917 - the lease, who writes it, and what
+        self,
+        namespace: str,
+        name: str,
+        lease: JsonObj | None,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        now = _micro_time(self.wall_clock())
+        spec = (lease or {}).get("spec") or {}
+        taking_over = spec.get("holderIdentity") != holder
+        new_spec = {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration_s,
+            "acquireTime": now if taking_over else spec.get("acquireTime", now),
+            "renewTime": now,
+            "leaseTransitions": int(spec.get("leaseTransitions") or 0)
+            + (1 if taking_over and lease is not None else 0),
+        }
+        metadata = dict((lease or {}).get("metadata") or {"name": name, "namespace": namespace})
+        if annotations:
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+        try:
+            if lease is None:
+                body = client.V1Lease.from_dict({"metadata": metadata, "spec": new_spec})
+                written = await self._call(
+                    f"create lease {namespace}/{name}",
+                    self._coordination.create_namespaced_lease,
+                    namespace,
+                    body,
+                )
+            else:
+                body = client.V1Lease.from_dict({**lease, "metadata": metadata, "spec": new_spec})
+                written = await self._call(
+                    f"update lease {namespace}/{name}",
+                    self._coordination.replace_namespaced_lease,
+                    name,
+                    namespace,
+                    body,
+                )
+        except KubernetesError as err:
+            if err.kind == "conflict":
+                return False  # someone else wrote first; they win this round
+            raise
+        rv = str(self._json(written).get("metadata", {}).get("resourceVersion", ""))
+        self._observed[(namespace, name)] = _Observed(rv, self.monotonic())
+        return True
+
+    async def try_acquire_lease(
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Become (or stay) the holder of a coordination.k8s.io/v1 Lease; True on success.
+
+        Creates the lease when missing, renews it when already held by ``holder``, takes it
+        over when its holder let it expire, and returns False when another live holder has
+        it or another replica won a race (409).
+        """
+        lease = await self._read_lease(namespace, name)
+        if lease is None:
+            return await self._write_lease(namespace, name, None, holder, duration_s, annotations)
+        current = (lease.get("spec") or {}).get("holderIdentity")
+        if current != holder and not self._expired(namespace, name, lease):
+            return False
+        return await self._write_lease(namespace, name, lease, holder, duration_s, annotations)
+
+    async def renew_lease(
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Renew a lease ``holder`` holds; False when it is lost (another holder, or deleted).
+
+        ``annotations`` are merged into the lease's metadata in the same write.
+        """
+        lease = await self._read_lease(namespace, name)
+        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
+            return False
+        return await self._write_lease(namespace, name, lease, holder, duration_s, annotations)
+
+    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
+        """Give a held lease up at shutdown so another replica can lead at once."""
+        lease = await self._read_lease(namespace, name)
+        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != holder:
+            return False
+        spec = {**(lease.get("spec") or {}), "holderIdentity": None, "leaseDurationSeconds": 1}
+        try:
+            await self._call(
+                f"release lease {namespace}/{name}",
+                self._coordination.replace_namespaced_lease,
+                name,
+                namespace,
+                client.V1Lease.from_dict({**lease, "spec": spec}),
+            )
+        except KubernetesError as err:
+            if err.kind == "conflict":
+                return False
+            raise
+        return True

@@ -1,0 +1,258 @@
+"""Slack notifications for tritonguard: post and update diagnoses that always fit Slack's limits.
+
+``SlackNotifier`` wraps ``slack_sdk``'s ``AsyncWebClient`` with slack_sdk's own retry handlers
+(rate limits honour ``Retry-After``; a dropped connection or a 500/503 is retried once) and a
+per-request timeout. :func:`fit_blocks` and :func:`fit_text` shorten whatever a diagnosis
+produces to Block Kit's limits, marking each cut, so a large diagnosis is posted shortened
+rather than rejected. Every failure becomes a :class:`SlackError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+JsonObj = dict[str, Any]
+
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELD_TEXT = 2000
+MAX_FIELDS = 10
+MAX_HEADER_TEXT = 150
+MAX_CONTEXT_ELEMENTS = 10
+MAX_CONTEXT_TEXT = 3000
+MAX_BLOCK_ID = 255
+MAX_MESSAGE_TEXT = 40000
+
+SlackErrorKind = Literal[
+    "auth", "channel", "invalid", "rate_limited", "down", "timeout", "server", "unknown"
+]
+_ERROR_KINDS: dict[str, SlackErrorKind] = {
+    "not_authed": "auth",
+    "invalid_auth": "auth",
+    "account_inactive": "auth",
+    "token_revoked": "auth",
+    "token_expired": "auth",
+    "missing_scope": "auth",
+    "channel_not_found": "channel",
+    "not_in_channel": "channel",
+    "is_archived": "channel",
+    "message_not_found": "channel",
+    "invalid_blocks": "invalid",
+    "invalid_blocks_format": "invalid",
+    "msg_too_long": "invalid",
+    "no_text": "invalid",
+    "ratelimited": "rate_limited",
+    "rate_limited": "rate_limited",
+}
+
+
+class SlackError(Exception):
+    """A Slack call failed; ``str()`` is one line naming the call and the reason."""
+
+    def __init__(self, kind: SlackErrorKind, message: str, error: str | None = None) -> None:
+        super().__init__(message)
+        self.kind: SlackErrorKind = kind
+        self.error = error
+
+
+@dataclass(frozen=True)
+class PostedMessage:
+    """Where a message landed: the channel ID and its ``ts`` (needed to update or thread it)."""
+
+    ts: str
+    channel: str
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters, saying how much was cut.
+
+    An unclosed ``` code fence left by the cut is closed so the rest still renders.
+    """
+    if len(text) <= limit:
+        return text
+    note_len = len(f"… (+{len(text)} more characters)")
+    keep = max(0, limit - note_len - 4)
+    head = text[:keep]
+    fence = "\n```" if head.count("```") % 2 else ""
+    head = head[: max(0, keep - len(fence))] + fence
+    return f"{head}… (+{len(text) - len(head) + len(fence)} more characters)"[:limit]
+
+
+def fit_text(text: str, limit: int = MAX_MESSAGE_TEXT) -> str:
+    """Shorten a message's ``text`` to Slack's 40 000-character limit."""
+    return truncate(text, limit)
+
+
+def _fit_text_obj(obj: Any, limit: int) -> Any:
+    if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+        obj["text"] = truncate(obj["text"], limit) or " "
+    return obj
+
+
+def _fit_block(block: JsonObj) -> JsonObj:
+    kind = block.get("type")
+    if len(str(block.get("block_id", ""))) > MAX_BLOCK_ID:
+        block.pop("block_id")
+    if kind == "section":
+        if "text" in block:
+            _fit_text_obj(block["text"], MAX_SECTION_TEXT)
+        fields = block.get("fields")
+        if isinstance(fields, list):
+            block["fields"] = [_fit_text_obj(f, MAX_FIELD_TEXT) for f in fields[:MAX_FIELDS]]
+    elif kind == "header":
+        text = block.get("text")
+        if isinstance(text, dict):
+            text["type"] = "plain_text"
+            text["text"] = truncate(str(text.get("text") or ""), MAX_HEADER_TEXT) or " "
+    elif kind == "context":
+        elements = block.get("elements")
+        if isinstance(elements, list):
+            kept = [_fit_text_obj(e, MAX_CONTEXT_TEXT) for e in elements[:MAX_CONTEXT_ELEMENTS]]
+            block["elements"] = kept
+    return block
+
+
+def fit_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[JsonObj]:
+    """Return a copy of ``blocks`` that fits Block Kit's limits, with every cut marked.
+
+    Long texts end with ``… (+N more characters)``; sections keep at most 10 fields and context
+    blocks 10 elements; past 50 blocks the last one says how many were left out.
+    """
+    fitted = [_fit_block(copy.deepcopy(dict(b))) for b in blocks]
+    if len(fitted) > MAX_BLOCKS:
+        omitted = len(fitted) - (MAX_BLOCKS - 1)
+        fitted = fitted[: MAX_BLOCKS - 1]
+        fitted.append(
+            {
+                "type": "context",
+                "elements": [
+                    {
+                        "type": "mrkdwn",
+                        "text": f"_{omitted} more blocks left out to fit Slack's limit of "
+                        f"{MAX_BLOCKS}_",
+                    }
+                ],
+            }
+        )
+    return fitted
+
+
+def translate_error(exc: BaseException, what: str) -> SlackError:
+    """Turn a slack_sdk, aiohttp or asyncio exception into a one-line SlackError."""
+    if isinstance(exc, SlackError):
+        return exc
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        status = int(getattr(response, "status_code", 0) or 0)
+        data = getattr(response, "data", None)
+        error = data.get("error") if isinstance(data, dict) else None
+        if error:
+            details = data.get("errors") if isinstance(data, dict) else None
+            extra = f" ({details[0]})" if isinstance(details, list) and details else ""
+            kind = _ERROR_KINDS.get(str(error), "unknown")
+            return SlackError(kind, _one_line(f"{what}: Slack said {error}{extra}"), str(error))
+        if status == 429:
+            return SlackError("rate_limited", f"{what}: still rate limited after retries")
+        if status >= 500:
+            return SlackError("server", f"{what}: Slack answered HTTP {status}")
+        return SlackError("unknown", _one_line(f"{what}: HTTP {status}: {exc}"))
+    if isinstance(exc, TimeoutError):
+        return SlackError("timeout", f"{what}: Slack did not answer in time")
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return SlackError(
+            "down", _one_line(f"{what}: cannot reach Slack: {type(exc).__name__}: {exc}")
+        )
+    return SlackError("unknown", _one_line(f"{what}: {type(exc).__name__}: {exc}"))
+
+
+class SlackNotifier:
+    """Posts and updates tritonguard's messages in Slack.
+
+    ``base_url`` defaults to Slack's (``https://slack.com/api/``); tests and the lab point it at
+    :class:`tests.fakes.fake_slack.FakeSlack`. ``timeout_s`` bounds each HTTP request; rate
+    limits are retried up to ``rate_limit_retries`` times, waiting as long as Slack asks.
+    """
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        timeout_s: float = 10.0,
+        rate_limit_retries: int = 2,
+    ) -> None:
+        handlers = [
+            AsyncConnectionErrorRetryHandler(max_retry_count=1),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+            AsyncServerErrorRetryHandler(max_retry_count=1),
+        ]
+        kwargs: dict[str, Any] = {"token": token, "timeout": timeout_s, "retry_handlers": handlers}
+        if base_url is not None:
+            kwargs["base_url"] = base_url
+        self.client = AsyncWebClient(**kwargs)
+        self.timeout_s = timeout_s
+
+    async def check_auth(self) -> str:
+        """Verify the token (``auth.test``); return ``"user@team"`` for logs."""
+        try:
+            resp = await self.client.auth_test()
+        except Exception as exc:
+            raise translate_error(exc, "auth.test") from exc
+        return f"{resp.get('user')}@{resp.get('team')}"
+
+    async def post(
+        self,
+        channel: str,
+        text: str,
+        blocks: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        thread_ts: str | None = None,
+    ) -> PostedMessage:
+        """Post a message (shortened to fit Slack's limits) and return where it landed."""
+        what = f"chat.postMessage to {channel}"
+        try:
+            resp = await self.client.chat_postMessage(
+                channel=channel,
+                text=fit_text(text),
+                blocks=fit_blocks(blocks) if blocks else None,
+                thread_ts=thread_ts,
+            )
+        except Exception as exc:
+            raise translate_error(exc, what) from exc
+        return PostedMessage(ts=str(resp.get("ts")), channel=str(resp.get("channel")))
+
+    async def update(
+        self,
+        message: PostedMessage,
+        text: str,
+        blocks: Sequence[Mapping[str, Any]] | None = None,
+    ) -> PostedMessage:
+        """Replace a posted message's text and blocks (e.g. when an incident resolves)."""
+        what = f"chat.update of {message.ts} in {message.channel}"
+        try:
+            resp = await self.client.chat_update(
+                channel=message.channel,
+                ts=message.ts,
+                text=fit_text(text),
+                blocks=fit_blocks(blocks) if blocks else None,
+            )
+        except Exception as exc:
+            raise translate_error(exc, what) from exc
+        return PostedMessage(ts=str(resp.get("ts")), channel=str(resp.get("channel")))

@@ -1,0 +1,418 @@
+"""Features per (namespace, pod, model): rates, shares, quantiles and joined exporter signals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+
+from tritonguard.core.samples import Labels, label
+from tritonguard.core.series_store import Series, SeriesStore
+from tritonguard.core.thresholds import Thresholds
+
+SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
+
+
+def _names_a_pod(labels: Labels) -> bool:
+    return any(label(labels, k) for k in ("exported_pod", "pod", "pod_name"))
+
+
+def _host_of(labels: Labels) -> str:
+    return label(labels, "instance").rsplit(":", 1)[0] or label(labels, "Hostname")
+
+
+def target_of(labels: Labels) -> tuple[str, str]:
+    """Return (namespace, pod) of a series; `instance` stands in for a pod outside Kubernetes.
+
+    Exporters that describe other pods (DCGM's pod mapping, kube-state-metrics, cAdvisor) end up
+    with ``exported_pod``/``exported_namespace`` when Prometheus adds its own target labels, and
+    old cAdvisors say ``pod_name``: those name the pod the series is about.
+    """
+    ns = label(labels, "exported_namespace") or label(labels, "namespace")
+    pod = (
+        label(labels, "exported_pod")
+        or label(labels, "pod")
+        or label(labels, "pod_name")
+        or label(labels, "instance")
+    )
+    return ns, pod
+
+
+@dataclass(slots=True)
+class FeatureSet:
+    """Feature values for one subject over one window; None means unknown, never zero."""
+
+    window_s: float
+    interval_s: float
+    fresh: bool
+    request_rate: float | None = None
+    inference_rate: float | None = None
+    exec_rate: float | None = None
+    mean_latency_us: float | None = None
+    mean_queue_us: float | None = None
+    queue_share: float | None = None
+    compute_input_us: float | None = None
+    compute_infer_us: float | None = None
+    compute_output_us: float | None = None
+    compute_per_exec_us: float | None = None
+    compute_per_inference_us: float | None = None
+    input_share: float | None = None
+    output_share: float | None = None
+    avg_batch: float | None = None
+    client_batch: float | None = None
+    busy_instances: float | None = None
+    pending: float | None = None
+    pending_change: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    queue_p99_us: float | None = None
+    failure_rate: float | None = None
+    failure_rejected: float | None = None
+    failure_canceled: float | None = None
+    failure_backend: float | None = None
+    failure_other: float | None = None
+    gpu_util: float | None = None
+    pcie_rx_bps: float | None = None
+    pcie_tx_bps: float | None = None
+    cpu_host_util: float | None = None
+    container_cpu_cores: float | None = None
+    cpu_quota_cores: float | None = None
+    container_cpu_saturation: float | None = None
+    throttled_ratio: float | None = None
+    node_cpu_busy: float | None = None
+    ingress_rate: float | None = None
+    ingress_timeout_rate: float | None = None
+    ingress_error_rate: float | None = None
+    hpa_desired: float | None = None
+    hpa_current: float | None = None
+    load_duration_s: float | None = None
+
+    def as_dict(self) -> dict[str, float | bool | None]:
+        """Return the values by name (for evidence, verify steps and the diagnose report)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+class FeatureReader:
+    """Computes features from a series store; one instance per evaluation time."""
+
+    def __init__(self, store: SeriesStore, thresholds: Thresholds, now: float) -> None:
+        self.store = store
+        self.t = thresholds
+        self.now = now
+        self._index: dict[str, dict[SubjectKey, list[Series]]] = {}
+        self._aggregates: set[SubjectKey] = set()
+
+    def subjects(self) -> list[SubjectKey]:
+        """Every (namespace, pod, model) that Triton reports requests for."""
+        keys: set[SubjectKey] = set()
+        for name in ("nv_inference_request_success", "nv_inference_exec_count"):
+            keys.update(k for k in self._indexed(name) if k not in self._aggregates)
+        return sorted(keys)
+
+    def model_subjects(self) -> list[SubjectKey]:
+        """(namespace, "", model) keys that sum a model's series across its pods."""
+        self._indexed("nv_inference_request_success")
+        return sorted(self._aggregates)
+
+    def _indexed(self, name: str) -> dict[SubjectKey, list[Series]]:
+        idx = self._index.get(name)
+        if idx is None:
+            idx = {}
+            for s in self.store.family(name):
+                ns, pod = target_of(s.labels)
+                model = label(s.labels, "model")
+                idx.setdefault((ns, pod, model), []).append(s)
+                if pod:
+                    # The same series also count toward the model across its pods.
+                    agg = (ns, "", model)
+                    idx.setdefault(agg, []).append(s)
+                    self._aggregates.add(agg)
+            self._index[name] = idx
+        return idx
+
+    def series(self, name: str, key: SubjectKey) -> list[Series]:
+        """Series of one family for a subject (all versions)."""
+        return self._indexed(name).get(key, [])
+
+    def pod_series(
+        self, name: str, ns: str, pod: str, where: Callable[[Labels], bool] | None = None
+    ) -> list[Series]:
+        """Series of a pod-level family (exporters) joined on namespace/pod."""
+        out = []
+        for s in self.store.family(name):
+            sns, spod = target_of(s.labels)
+            if (
+                spod == pod
+                and (not ns or not sns or sns == ns)
+                and (where is None or where(s.labels))
+            ):
+                out.append(s)
+        return out
+
+    def host_series(self, name: str, ns: str, pod: str) -> list[Series]:
+        """Series of a per-host exporter (DCGM), by pod when it maps pods, else by host.
+
+        A DCGM exporter without Kubernetes pod mapping labels its series with its own
+        ``instance`` (and ``Hostname``): they describe the host's GPUs, so they belong to the
+        Triton on the same host, or to the only Triton there is when one host is in view.
+        """
+        mapped = self.pod_series(name, ns, pod)
+        if mapped:
+            return mapped
+        family = list(self.store.family(name))
+        if not family or any(_names_a_pod(s.labels) for s in family):
+            # The exporter maps GPUs to pods, and none is this pod's: it has no GPU in view.
+            return []
+        unmapped = family
+        hosts = {_host_of(s.labels) for s in unmapped}
+        host = pod.rsplit(":", 1)[0] if ":" in pod else ""
+        if host and host in hosts:
+            return [s for s in unmapped if _host_of(s.labels) == host]
+        return unmapped if len(hosts) == 1 else []
+
+    def interval(self, key: SubjectKey) -> float:
+        """Scrape interval of a subject (median spacing of its request counter)."""
+        for s in self.series("nv_inference_request_success", key) or self.series(
+            "nv_inference_exec_count", key
+        ):
+            iv = s.interval()
+            if iv:
+                return iv
+        return self.t.rate_window_s / self.t.min_scrapes_per_window
+
+    def window(self, interval: float) -> float:
+        """Rate window for a given scrape interval."""
+        return max(self.t.rate_window_s, self.t.min_scrapes_per_window * interval)
+
+    def stale_after(self, interval: float) -> float:
+        """Age beyond which a subject's newest data is stale."""
+        return max(self.t.stale_after_min_s, self.t.stale_after_scrapes * interval)
+
+    @staticmethod
+    def sum_delta(series: Iterable[Series], start: float, end: float) -> tuple[float, float] | None:
+        """Total increase of counters over [start, end] and the elapsed time, or None."""
+        total, span, seen = 0.0, 0.0, False
+        for s in series:
+            d = s.delta(start, end)
+            if d is None:
+                continue
+            total += d[0]
+            span = max(span, d[1])
+            seen = True
+        return (total, span) if seen and span > 0 else None
+
+    def rate(self, series: Iterable[Series], start: float, end: float) -> float | None:
+        """Per-second increase over the window, or None when unknown."""
+        d = self.sum_delta(series, start, end)
+        return None if d is None else d[0] / d[1]
+
+    def latest_sum(self, series: Iterable[Series], max_age: float) -> float | None:
+        """Sum of the newest fresh values of gauges, or None when none is fresh."""
+        vals = [v for s in series if (v := s.latest(self.now, max_age)) is not None]
+        return sum(vals) if vals else None
+
+    def latest_max(self, series: Iterable[Series], max_age: float) -> float | None:
+        """Max of the newest fresh values of gauges, or None."""
+        vals = [v for s in series if (v := s.latest(self.now, max_age)) is not None]
+        return max(vals) if vals else None
+
+    def compute(
+        self, key: SubjectKey, end: float | None = None, window: float | None = None
+    ) -> FeatureSet:
+        """All features of one subject over the window ending at ``end`` (default: now)."""
+        ns, pod, _model = key
+        end = self.now if end is None else end
+        interval = self.interval(key)
+        win = self.window(interval) if window is None else window
+        # Anchor tolerance: live scrapes jitter, so look a little past the window start for
+        # the anchor point rather than reaching one whole interval further back.
+        start = end - win + 0.1 * interval
+        max_age = self.stale_after(interval)
+        succ_series = self.series("nv_inference_request_success", key)
+        newest = max((s.last_time for s in succ_series), default=float("-inf"))
+        f = FeatureSet(window_s=win, interval_s=interval, fresh=self.now - newest <= max_age)
+
+        def delta(name: str) -> tuple[float, float] | None:
+            return self.sum_delta(self.series(name, key), start, end)
+
+        succ = delta("nv_inference_request_success")
+        if succ is not None:
+            f.request_rate = succ[0] / succ[1]
+        infer = delta("nv_inference_count")
+        execs = delta("nv_inference_exec_count")
+        if infer is not None:
+            f.inference_rate = infer[0] / infer[1]
+        if execs is not None:
+            f.exec_rate = execs[0] / execs[1]
+        n_succ = succ[0] if succ else None
+        req_us = delta("nv_inference_request_duration_us")
+        queue_us = delta("nv_inference_queue_duration_us")
+        cin = delta("nv_inference_compute_input_duration_us")
+        cinf = delta("nv_inference_compute_infer_duration_us")
+        cout = delta("nv_inference_compute_output_duration_us")
+        f.mean_latency_us = _div(req_us[0] if req_us else None, n_succ)
+        f.mean_queue_us = _div(queue_us[0] if queue_us else None, n_succ)
+        f.queue_share = _div(queue_us[0] if queue_us else None, req_us[0] if req_us else None)
+        f.compute_input_us = _div(cin[0] if cin else None, n_succ)
+        f.compute_infer_us = _div(cinf[0] if cinf else None, n_succ)
+        f.compute_output_us = _div(cout[0] if cout else None, n_succ)
+        if cin and cinf and cout:
+            comp = cin[0] + cinf[0] + cout[0]
+            f.input_share = _div(cin[0], comp)
+            f.output_share = _div(cout[0], comp)
+            # Triton charges every request of a batch with the whole batch's compute time, so
+            # compute per request is compute per execution.
+            f.compute_per_exec_us = _div(comp, n_succ)
+            if execs and infer:
+                f.avg_batch = _div(infer[0], execs[0])
+                f.compute_per_inference_us = _div(f.compute_per_exec_us, f.avg_batch)
+            if f.compute_per_exec_us is not None and f.exec_rate is not None:
+                f.busy_instances = f.compute_per_exec_us / 1e6 * f.exec_rate
+        if infer and n_succ:
+            f.client_batch = infer[0] / n_succ
+
+        pend = self.series("nv_inference_pending_request_count", key)
+        f.pending = self.latest_sum(pend, max_age)
+        if pend and f.pending is not None:
+            before = [v for s in pend if (i := s.at_or_before(start)) >= 0 for v in (s.values[i],)]
+            if before:
+                f.pending_change = f.pending - sum(before)
+
+        def quantile(family: str, q: str) -> float | None:
+            ss = [s for s in self.series(family, key) if label(s.labels, "quantile") == q]
+            return self.latest_max(ss, max_age)
+
+        f.p50_us = quantile("nv_inference_request_summary_us", "0.5")
+        f.p99_us = quantile("nv_inference_request_summary_us", "0.99")
+        f.queue_p99_us = quantile("nv_inference_queue_summary_us", "0.99")
+
+        fails = self.series("nv_inference_request_failure", key)
+        if fails:
+            total = self.rate(fails, start, end)
+            f.failure_rate = total
+            by = {
+                r: self.rate(
+                    [s for s in fails if label(s.labels, "reason") == r.upper()], start, end
+                )
+                for r in ("rejected", "canceled", "backend", "other")
+            }
+            # A reason absent from the exposition while others are present is zero, not unknown:
+            # Triton exports the reasons it knows together.
+            zero = 0.0 if total is not None else None
+            f.failure_rejected = by["rejected"] if by["rejected"] is not None else zero
+            f.failure_canceled = by["canceled"] if by["canceled"] is not None else zero
+            f.failure_backend = by["backend"] if by["backend"] is not None else zero
+            f.failure_other = by["other"] if by["other"] is not None else zero
+
+        self._pod_signals(f, ns, pod, start=start, end=end, max_age=max_age)
+        load = self.series("nv_model_load_duration_secs", key)
+        f.load_duration_s = self.latest_max(load, max_age)
+        return f
+
+    def _pod_signals(
+        self, f: FeatureSet, ns: str, pod: str, *, start: float, end: float, max_age: float
+    ) -> None:
+        dcgm = self.host_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
+        if dcgm:
+            util = self.latest_max(dcgm, max_age)
+            f.gpu_util = None if util is None else util / 100.0
+        else:
+            f.gpu_util = self.latest_max(self.pod_series("nv_gpu_utilization", ns, pod), max_age)
+        f.pcie_rx_bps = self.latest_sum(
+            self.host_series("DCGM_FI_PROF_PCIE_RX_BYTES", ns, pod), max_age
+        )
+        f.pcie_tx_bps = self.latest_sum(
+            self.host_series("DCGM_FI_PROF_PCIE_TX_BYTES", ns, pod), max_age
+        )
+        f.cpu_host_util = self.latest_max(self.pod_series("nv_cpu_utilization", ns, pod), max_age)
+
+        def real_container(labels: Labels) -> bool:
+            # cAdvisor also exports a pod-level aggregate (container="") and the pause container.
+            container = label(labels, "container") or label(labels, "container_name")
+            return container not in ("", "POD")
+
+        usage = self.pod_series("container_cpu_usage_seconds_total", ns, pod, real_container)
+        f.container_cpu_cores = self.rate(usage, start, end)
+        quota = self.latest_sum(
+            self.pod_series("container_spec_cpu_quota", ns, pod, real_container), max_age
+        )
+        period = self.latest_max(
+            self.pod_series("container_spec_cpu_period", ns, pod, real_container), max_age
+        )
+        if quota is not None and quota > 0:
+            f.cpu_quota_cores = quota / (period or 100_000.0)
+            f.container_cpu_saturation = _div(f.container_cpu_cores, f.cpu_quota_cores)
+        periods = self.sum_delta(
+            self.pod_series("container_cpu_cfs_periods_total", ns, pod, real_container), start, end
+        )
+        throttled = self.sum_delta(
+            self.pod_series("container_cpu_cfs_throttled_periods_total", ns, pod, real_container),
+            start,
+            end,
+        )
+        if periods and throttled:
+            f.throttled_ratio = _div(throttled[0], periods[0])
+        f.node_cpu_busy = self._node_cpu_busy(ns, pod, start, end)
+
+        ingress = [
+            s
+            for s in self.store.family("nginx_ingress_controller_requests")
+            if not ns or label(s.labels, "namespace") in ("", ns)
+        ]
+        if ingress:
+            f.ingress_rate = self.rate(ingress, start, end)
+            f.ingress_timeout_rate = self.rate(
+                [s for s in ingress if label(s.labels, "status") in ("499", "504", "408")],
+                start,
+                end,
+            )
+            f.ingress_error_rate = self.rate(
+                [s for s in ingress if label(s.labels, "status").startswith("5")], start, end
+            )
+        hpa_d = [
+            s
+            for s in self.store.family("kube_horizontalpodautoscaler_status_desired_replicas")
+            if label(s.labels, "namespace") in ("", ns)
+        ]
+        hpa_c = [
+            s
+            for s in self.store.family("kube_horizontalpodautoscaler_status_current_replicas")
+            if label(s.labels, "namespace") in ("", ns)
+        ]
+        f.hpa_desired = self.latest_sum(hpa_d, max_age)
+        f.hpa_current = self.latest_sum(hpa_c, max_age)
+
+    def _node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
+        node_cpu = list(self.store.family("node_cpu_seconds_total"))
+        if not node_cpu:
+            return None
+        names: set[str] = set()
+        for s in self.store.family("kube_pod_info"):
+            sns, spod = target_of(s.labels)
+            if spod == pod and sns in ("", ns):
+                names = {label(s.labels, "node"), label(s.labels, "host_ip")} - {""}
+                break
+        nodes = {label(s.labels, "node") or label(s.labels, "instance") for s in node_cpu}
+        if names:
+            # node-exporter series carry `node` when relabelled, else `instance` = host:port.
+            mine = [
+                s
+                for s in node_cpu
+                if names & {label(s.labels, "node"), label(s.labels, "instance").rsplit(":", 1)[0]}
+            ]
+        elif len(nodes) == 1:
+            mine = node_cpu  # one node in view: the pod can only be there
+        else:
+            return None
+        total = self.rate(mine, start, end)
+        idle = self.rate(
+            [s for s in mine if label(s.labels, "mode") in ("idle", "iowait")], start, end
+        )
+        if total is None or idle is None or total <= 0:
+            return None
+        return max(0.0, min(1.0, 1.0 - idle / total))

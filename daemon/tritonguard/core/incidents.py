@@ -1,0 +1,176 @@
+"""Incident state machine: open when a finding holds, update, resolve with hysteresis."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
+from tritonguard.core.thresholds import Thresholds
+
+
+@dataclass(slots=True)
+class _Candidate:
+    since: float
+    evaluations: int
+    last: Finding
+
+
+@dataclass(slots=True)
+class _Open:
+    incident_id: str
+    opened_at: float
+    finding: Finding
+    last_match: float
+    last_event: float
+    secondary: list[str]
+
+
+@dataclass(slots=True)
+class _SubjectState:
+    candidates: dict[str, _Candidate] = field(default_factory=dict)
+    open: _Open | None = None
+
+
+def _rank(f: Finding) -> tuple[float, int]:
+    # Ties go to the cause earlier in the catalogue, so the primary choice is deterministic.
+    return (f.confidence, -CAUSES.index(f.cause))
+
+
+class IncidentBook:
+    """One open incident per subject at most; the primary cause leads, others are secondary."""
+
+    def __init__(self, thresholds: Thresholds) -> None:
+        self.t = thresholds
+        self._state: dict[Subject, _SubjectState] = {}
+
+    def open_incidents(self) -> list[IncidentEvent]:
+        """Return the incidents open now, as 'updated'-style records."""
+        out = []
+        for subject, st in sorted(self._state.items(), key=lambda kv: kv[0].key()):
+            if st.open is not None:
+                out.append(self._event("updated", subject, st.open, st.open.last_match))
+        return out
+
+    def is_open(self, subject: Subject) -> bool:
+        """Whether the subject has an open incident."""
+        st = self._state.get(subject)
+        return st is not None and st.open is not None
+
+    def observe(
+        self,
+        subject: Subject,
+        findings: list[Finding],
+        now: float,
+        interval_s: float,
+        recovered: bool,
+    ) -> list[IncidentEvent]:
+        """Feed one evaluation's findings for a subject with fresh data; return transitions.
+
+        ``recovered`` says the symptom is gone (latency back near baseline by counter rates),
+        which resolution requires in addition to the finding's absence.
+        """
+        st = self._state.setdefault(subject, _SubjectState())
+        holding = {f.cause: f for f in findings if f.confidence >= self.t.close_confidence}
+        strong = {c: f for c, f in holding.items() if f.confidence >= self.t.open_confidence}
+        for cause in list(st.candidates):
+            if cause not in strong:
+                del st.candidates[cause]
+        for cause, f in strong.items():
+            cand = st.candidates.get(cause)
+            if cand is None:
+                st.candidates[cause] = _Candidate(now, 1, f)
+            else:
+                cand.evaluations += 1
+                cand.last = f
+        events: list[IncidentEvent] = []
+        resolve_after = max(self.t.resolve_after_s, self.t.resolve_after_scrapes * interval_s)
+        if st.open is not None:
+            inc = st.open
+            current = holding.get(inc.finding.cause)
+            rival = self._held(st, now, interval_s)
+            if (
+                current is not None
+                and rival is not None
+                and rival.cause != current.cause
+                and rival.confidence >= current.confidence + self.t.supersede_margin
+            ):
+                # A clearly stronger cause has held as long as any new incident must: the
+                # first diagnosis was the early view of it (overload turning into a retry
+                # storm), and its playbooks, not the weaker cause's, should act now.
+                ev = self._event("resolved", subject, inc, now)
+                ev.summary = f"Superseded by {rival.cause}: {rival.summary}"
+                events.append(ev)
+                st.open = None
+                current = None
+            if st.open is not None and current is not None:
+                inc.last_match = now
+                changed = abs(current.confidence - inc.finding.confidence) >= 0.15
+                secondary = sorted(c for c in holding if c != current.cause)
+                inc.finding = current
+                if (
+                    changed or secondary != inc.secondary
+                ) and now - inc.last_event >= self.t.update_min_interval_s:
+                    inc.secondary = secondary
+                    inc.last_event = now
+                    events.append(self._event("updated", subject, inc, now))
+                return events
+            if st.open is not None:
+                if now - inc.last_match < resolve_after or not (recovered or rival is not None):
+                    return events
+                events.append(self._event("resolved", subject, inc, now))
+                st.open = None
+        rival = self._held(st, now, interval_s)
+        if rival is not None:
+            secondary = sorted(c for c in holding if c != rival.cause)
+            st.open = _Open(self._id(subject, rival.cause, now), now, rival, now, now, secondary)
+            st.candidates.clear()
+            events.append(self._event("opened", subject, st.open, now))
+        return events
+
+    def _held(self, st: _SubjectState, now: float, interval_s: float) -> Finding | None:
+        slow = interval_s >= self.t.hold_single_scrape_s
+        need = 1 if slow else self.t.hold_evaluations
+        hold = 0.0 if slow else self.t.hold_s
+        held = [
+            c.last
+            for c in st.candidates.values()
+            if c.evaluations >= need and now - c.since >= hold
+        ]
+        return max(held, key=_rank) if held else None
+
+    def forget(self, subject: Subject, now: float) -> list[IncidentEvent]:
+        """Close the incident of a subject that vanished for longer than the retention."""
+        st = self._state.pop(subject, None)
+        if st is None or st.open is None:
+            return []
+        ev = self._event("resolved", subject, st.open, now)
+        ev.summary = (
+            f"{subject.model} stopped reporting metrics; incident closed without recovery evidence."
+        )
+        return [ev]
+
+    @staticmethod
+    def _id(subject: Subject, cause: str, now: float) -> str:
+        raw = f"{cause}|{subject.key()}|{now:.3f}".encode()
+        return "inc-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
+
+    @staticmethod
+    def _event(kind: str, subject: Subject, inc: _Open, now: float) -> IncidentEvent:
+        f = inc.finding
+        summary = f.summary
+        if kind == "resolved":
+            summary = f"Recovered: {f.cause} on {subject.model} no longer holds. Was: {f.summary}"
+        return IncidentEvent(
+            event=kind,  # type: ignore[arg-type]
+            incident_id=inc.incident_id,
+            cause=f.cause,
+            subject=subject,
+            at=now,
+            confidence=f.confidence,
+            summary=summary,
+            evidence=dict(f.evidence),
+            fix=f.fix,
+            opened_at=inc.opened_at,
+            secondary=list(inc.secondary),
+        )

@@ -1,0 +1,224 @@
+"""Rolling per-series windows with counter-reset handling, staleness and bounded memory."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
+from tritonguard.core.samples import Labels, Sample, label
+
+# Scrape times remembered per target and exporter (and overall) for placing born counters.
+MAX_SCRAPES_KEPT = 256
+# A counter first seen from an exporter new to its target is taken as born from zero only
+# while its first value is no more than this many times what it gained over the next scrape
+# interval, per second of lead. A server that just started serves at most at its later rate
+# (cold instances serve slower, not faster); the factor leaves room for scrape jitter and
+# traffic noise over one interval. A series that already held far more work existed before
+# the daemon saw it (a pod discovered late, a first scrape that failed), not born.
+BIRTH_PLAUSIBLE_FACTOR = 3.0
+
+SeriesKey = tuple[str, Labels]
+
+
+@dataclass(slots=True)
+class Series:
+    """One series' recent points; counters are stored reset-adjusted, as `rate()` sees them."""
+
+    name: str
+    labels: Labels
+    counter: bool
+    times: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    # Raw last value, to detect a reset (value going down) the way Prometheus' rate() does.
+    last_raw: float = 0.0
+    offset: float = 0.0
+    resets: list[float] = field(default_factory=list)
+    # Set when the series appeared after the stream started (a new model, version or pod).
+    born: float | None = None
+    # A birth inferred only from the stream's age (its exporter was new to the target), to be
+    # checked against the series' own growth at its second sample.
+    born_unconfirmed: bool = False
+
+    @property
+    def last_time(self) -> float:
+        """Time of the newest point."""
+        return self.times[-1]
+
+    def add(self, t: float, raw: float) -> None:
+        """Append a point; out-of-order or duplicate timestamps are ignored."""
+        if self.times and t <= self.times[-1]:
+            return
+        if self.times and self.counter and raw < self.last_raw:
+            self.offset += self.last_raw
+            self.resets.append(t)
+        elif self.born_unconfirmed and len(self.times) == 2:
+            self._confirm_birth(t, raw)
+        self.last_raw = raw
+        self.times.append(t)
+        self.values.append(raw + self.offset if self.counter else raw)
+
+    def _confirm_birth(self, t: float, raw: float) -> None:
+        """Keep an unconfirmed birth only if the first value fits a start from zero."""
+        self.born_unconfirmed = False
+        born, first_t, first = self.times[0], self.times[1], self.values[1]
+        gained, gap = raw - first, t - first_t
+        lead = max(first_t - born, gap)
+        if gap > 0 and first > BIRTH_PLAUSIBLE_FACTOR * max(gained, 0.0) * lead / gap:
+            del self.times[0]
+            del self.values[0]
+            self.born = None
+
+    def trim(self, before: float) -> None:
+        """Drop points older than ``before``, keeping one point before it as a rate anchor."""
+        cut = bisect.bisect_left(self.times, before) - 1
+        if cut > 0:
+            del self.times[:cut]
+            del self.values[:cut]
+        keep = bisect.bisect_left(self.resets, before)
+        if keep:
+            del self.resets[:keep]
+
+    def at_or_before(self, t: float) -> int:
+        """Index of the newest point at or before ``t``, or -1."""
+        return bisect.bisect_right(self.times, t) - 1
+
+    def latest(self, now: float, max_age: float) -> float | None:
+        """Newest value if it is not older than ``max_age``; unknown otherwise."""
+        i = self.at_or_before(now)
+        if i < 0 or now - self.times[i] > max_age:
+            return None
+        return self.values[i]
+
+    def delta(self, start: float, end: float) -> tuple[float, float] | None:
+        """Increase and elapsed time between the points bracketing [start, end], or None."""
+        j = self.at_or_before(end)
+        if j < 1:
+            return None
+        # Anchor on the newest point at or before `start`, so consecutive windows tile exactly.
+        i = self.at_or_before(start)
+        if i < 0 and self.born is not None:
+            # Born inside the window: it was zero before birth, so its increase spans the window.
+            return self.values[j] - self.values[0], self.times[j] - start
+        i = max(i, 0)
+        if i >= j:
+            return None
+        return self.values[j] - self.values[i], self.times[j] - self.times[i]
+
+    def interval(self) -> float | None:
+        """Median spacing of recent points: the scrape interval this series arrives at."""
+        n = len(self.times)
+        if n < 2:
+            return None
+        gaps = sorted(self.times[k] - self.times[k - 1] for k in range(max(1, n - 12), n))
+        return gaps[len(gaps) // 2]
+
+
+class SeriesStore:
+    """All series the engine reads, bounded by a retention window."""
+
+    def __init__(self, retention_s: float = 900.0, birth_grace_s: float = 30.0) -> None:
+        self.retention_s = retention_s
+        self.birth_grace_s = birth_grace_s
+        # Recent scrape times per (target, exporter) and per target. One exporter's exposition
+        # is atomic: a counter missing from a target's previous Triton scrape and present in
+        # this one was born in between, whatever order samples arrive in (a Prometheus range
+        # read returns series by series, other targets scrape at other times). Another
+        # exporter of the same pod (cAdvisor, the lab's) says nothing about Triton's series.
+        self._exporter_scrapes: dict[tuple[str, str, str], list[float]] = {}
+        self._scrapes: dict[tuple[str, str], list[float]] = {}
+        self._all_scrapes: list[float] = []
+        self._series: dict[SeriesKey, Series] = {}
+        self._by_name: dict[str, dict[Labels, Series]] = {}
+        self.started_at: float | None = None
+        self.newest: float = float("-inf")
+        self.samples_ingested = 0
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    def add(self, sample: Sample, now: float) -> None:
+        """Add one sample; a sample without timestamp is taken at ``now``."""
+        if not is_consumed(sample.name) or math.isnan(sample.value):
+            # NaN (e.g. a summary quantile with no observations yet) is no information.
+            return
+        t = now if sample.timestamp is None else sample.timestamp
+        key = (sample.name, sample.labels)
+        series = self._series.get(key)
+        self.newest = max(self.newest, t)
+        if self.started_at is None or t < self.started_at:
+            self.started_at = t
+        target = (
+            label(sample.labels, "namespace"),
+            label(sample.labels, "pod") or label(sample.labels, "instance"),
+        )
+        exporter = (*target, exporter_of(sample.name))
+        same_exporter = _note_time(self._exporter_scrapes.setdefault(exporter, []), t)
+        target_before = _note_time(self._scrapes.setdefault(target, []), t)
+        any_before = _note_time(self._all_scrapes, t)
+        if series is None:
+            series = Series(sample.name, sample.labels, is_counter(sample.name))
+            self._series[key] = series
+            self._by_name.setdefault(sample.name, {})[sample.labels] = series
+            if series.counter:
+                earlier = target_before if target_before is not None else any_before
+                self._place_birth(series, t, same_exporter, earlier)
+        series.add(t, sample.value)
+        self.samples_ingested += 1
+
+    def _place_birth(
+        self, series: Series, t: float, same_exporter: float | None, earlier: float | None
+    ) -> None:
+        """Start a counter that appeared mid-stream at zero, as Triton's new models do."""
+        if same_exporter is not None:
+            # The exporter reported this target at its previous scrape without this series:
+            # a model, version or status that appeared since.
+            series.add(same_exporter, 0.0)
+            series.born = same_exporter
+            return
+        # An exporter new to the target is a new pod only once the stream has run past its
+        # first scrapes (at daemon start every target is first scraped at a slightly
+        # different time), and only if its first values fit a start from zero.
+        if earlier is None or self.started_at is None or earlier < self.started_at:
+            return
+        if t - self.started_at > self.birth_grace_s:
+            series.add(earlier, 0.0)
+            series.born = earlier
+            series.born_unconfirmed = True
+
+    def add_many(self, samples: Iterable[Sample], now: float) -> None:
+        """Add a batch of samples (one scrape, or one step of a replay)."""
+        for sample in samples:
+            self.add(sample, now)
+
+    def family(self, name: str) -> Iterator[Series]:
+        """All series of one metric family."""
+        return iter(self._by_name.get(name, {}).values())
+
+    def expire(self, now: float) -> int:
+        """Trim windows and drop series that vanished more than a retention ago; return drops."""
+        horizon = now - self.retention_s
+        dropped = 0
+        for key, series in list(self._series.items()):
+            if series.last_time < horizon:
+                del self._series[key]
+                del self._by_name[key[0]][key[1]]
+                dropped += 1
+            else:
+                series.trim(horizon)
+        return dropped
+
+
+def _note_time(times: list[float], t: float) -> float | None:
+    """Insert ``t`` into the sorted, bounded ``times``; return the time just before it."""
+    i = bisect.bisect_left(times, t)
+    if i == len(times) or times[i] != t:
+        times.insert(i, t)
+        if len(times) > MAX_SCRAPES_KEPT:
+            del times[0]
+            if i == 0:
+                return None  # older than everything remembered
+            i -= 1
+    return times[i - 1] if i > 0 else None

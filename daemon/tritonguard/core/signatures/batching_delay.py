@@ -1,0 +1,67 @@
+"""batching_delay: the dynamic batcher waits for batches that never fill."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+
+CAUSE = "batching_delay"
+
+
+def check(ctx: Context) -> Finding | None:
+    """Queue dominates request time while instances are mostly idle."""
+    f, t, cfg = ctx.features, ctx.thresholds, ctx.config
+    if not ctx.symptom.sustained or f.queue_share is None or f.busy_instances is None:
+        return None
+    if f.queue_share < t.queue_share_high:
+        return None
+    if cfg is not None and not cfg.dynamic_batching:
+        return None  # no batcher, nothing waits for a batch to fill
+    count = cfg.instance_count if cfg is not None and cfg.instance_count else None
+    busy = f.busy_instances / count if count else f.busy_instances
+    if busy >= t.busy_idle:
+        return None
+    if (
+        f.pending_change is not None
+        and f.busy_instances > 0
+        and f.pending_change > 4 * max(f.pending or 0, 1)
+    ):
+        return None  # a growing backlog is not a batcher waiting
+    conf = 0.6
+    ev = symptom_evidence(ctx)
+    ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "compute per exec × exec rate")
+    if count:
+        ev["instance_count"] = ctx.ev(float(count), "instances", "model config instance_group")
+    delay = cfg.max_queue_delay_us if cfg is not None else None
+    if delay and f.mean_queue_us is not None:
+        match = f.mean_queue_us / delay
+        ev["queue_vs_max_delay"] = ctx.ev(
+            match, "ratio", "mean queue / max_queue_delay_microseconds"
+        )
+        conf += 0.2 if t.queue_delay_match_low <= match <= 1.6 else -0.1
+    if f.avg_batch is not None:
+        ev["avg_batch"] = ctx.ev(f.avg_batch, "items", "Δinference_count / Δexec_count")
+        if cfg is not None and cfg.max_batch_size > 1 and f.avg_batch <= 0.5 * cfg.max_batch_size:
+            conf += 0.1
+    if f.p50_us and f.p99_us and f.p99_us / f.p50_us >= 3:
+        conf += 0.05
+    if f.queue_share >= 0.6:
+        conf += 0.05
+    clients_batch = f.client_batch is not None and f.client_batch > 1.5
+    if clients_batch:
+        ev["client_batch"] = ctx.ev(f.client_batch, "items/request", "Δinference_count / Δsuccess")
+    snippet = "dynamic_batching {\n  preferred_batch_size: [ 1, 2, 4 ]\n  max_queue_delay_microseconds: 200\n}"
+    text = (
+        "Lower dynamic_batching.max_queue_delay_microseconds (start near 100-500 µs) and reload the "
+        "config through the repository API; for latency-critical low traffic prefer more instances "
+        "(instance_group.count) over batching."
+    )
+    if clients_batch:
+        text += " Clients already send batches: try switching server-side dynamic batching off."
+    delay_txt = f" (max_queue_delay {delay / 1000:.0f} ms)" if delay else ""
+    summary = (
+        f"Requests wait in the dynamic batcher: queue is {f.queue_share:.0%} of request time "
+        f"({ms(f.mean_queue_us) or 0:.1f} ms{delay_txt}) while instances are only "
+        f"{busy:.0%} busy — batches do not fill at {f.request_rate or 0:.1f} req/s."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

@@ -1,0 +1,81 @@
+"""cold_start: the first requests after a deploy, load or scale-out are slow."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, ms
+
+CAUSE = "cold_start"
+
+
+def check(ctx: Context) -> Finding | None:
+    """Match a subject that just appeared and served its first requests behind cold executions."""
+    birth, t, cfg = ctx.birth, ctx.thresholds, ctx.config
+    if birth is None or ctx.now - birth.born_at > t.cold_age_s:
+        return None
+    e = birth.early
+    if birth.early_exec_peak_us is None or birth.latest_exec_us is None or e.mean_queue_us is None:
+        return None
+    decay = birth.early_exec_peak_us / max(birth.latest_exec_us, 1.0)
+    p99, p50 = birth.early_compute_p99_us, birth.early_compute_p50_us
+    tail = p99 / p50 if p99 is not None and p50 else None
+    # Per-scrape compute shows the first slow executions at short scrape intervals; at long
+    # ones they are diluted, but the summary's p99 still holds them.
+    if decay < t.cold_compute_ratio and (tail is None or tail < t.cold_tail_ratio):
+        return None  # not slower at first than later: no warm-up effect
+    if e.mean_queue_us < t.cold_queue_us:
+        return None  # slow first executions nobody waited for (e.g. model_warmup before Ready)
+    conf = 0.7
+    if cfg is not None:
+        if cfg.has_warmup:
+            conf -= 0.3
+        else:
+            conf += 0.1
+    if e.p99_us is not None and e.p50_us and e.p99_us / e.p50_us >= 3:
+        conf += 0.05
+    ev = {
+        "early_peak_compute_per_exec_ms": ctx.ev(
+            ms(birth.early_exec_peak_us),
+            "ms",
+            "slowest per-scrape compute/exec after start",
+            e.window_s,
+        ),
+        "steady_compute_per_exec_ms": ctx.ev(
+            ms(birth.latest_exec_us), "ms", "latest per-scrape compute/exec"
+        ),
+        "decay_ratio": ctx.ev(decay, "ratio", "early peak / latest compute per execution"),
+        **(
+            {
+                "early_compute_p99_over_p50": ctx.ev(
+                    tail, "ratio", "per-request compute p99 / p50 soon after start", e.window_s
+                )
+            }
+            if tail is not None
+            else {}
+        ),
+        "early_mean_queue_ms": ctx.ev(
+            ms(e.mean_queue_us), "ms", "queue time of the first requests", e.window_s
+        ),
+        "early_mean_latency_ms": ctx.ev(
+            ms(e.mean_latency_us), "ms", "latency of the first requests", e.window_s
+        ),
+        "age_s": ctx.ev(ctx.now - birth.born_at, "s", "time since the model/pod appeared", 0.0),
+    }
+    if cfg is not None:
+        ev["has_model_warmup"] = ctx.ev(float(cfg.has_warmup), "bool", "model config model_warmup")
+    snippet = (
+        'model_warmup [\n  {\n    name: "warmup"\n    batch_size: 1\n    count: 5\n'
+        '    inputs {\n      key: "INPUT"\n      value: { data_type: TYPE_FP32 dims: [ ... ] zero_data: true }\n'
+        "    }\n  }\n]"
+    )
+    text = (
+        "Add model_warmup to the model config so each instance runs warm-up executions before it is "
+        "Ready; in Kubernetes gate readiness on warm-up (send warm-up requests before the pod joins "
+        "the Service) so scale-outs do not serve cold."
+    )
+    summary = (
+        f"First requests after the model/pod appeared waited {ms(e.mean_queue_us) or 0:.0f} ms behind "
+        f"cold executions ({ms(birth.early_exec_peak_us) or 0:.0f} ms each, {decay:.0f}x the "
+        f"{ms(birth.latest_exec_us) or 0:.1f} ms steady state)."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

@@ -1,0 +1,76 @@
+"""cpu_bottleneck: pre/post-processing, Python backend or throttling starve the accelerator."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, symptom_evidence
+
+CAUSE = "cpu_bottleneck"
+
+
+def check(ctx: Context) -> Finding | None:
+    """Triton's own CPU is saturated or throttled while the accelerator is underused."""
+    f, t, b = ctx.features, ctx.thresholds, ctx.baseline
+    if not ctx.symptom.sustained:
+        return None
+    own = f.container_cpu_saturation is not None and f.container_cpu_saturation >= t.cpu_saturated
+    throttled = f.throttled_ratio is not None and f.throttled_ratio >= t.throttled_high
+    host = f.cpu_host_util is not None and f.cpu_host_util >= t.cpu_saturated
+    if not (own or throttled or host):
+        return None
+    load = b.ratio("request_rate", f.request_rate) if b else None
+    own_cpu = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01) if b else None
+    if not (own or throttled):
+        # Only the host is busy: that is Triton's doing when its load grew and the host was not
+        # saturated before it did. A host already saturated in the healthy baseline (a shared
+        # node, a busy CI machine) links nothing to this load: the saturation predates it.
+        if load is None or load < t.load_increase:
+            return None
+        base_host = b.get("cpu_host_util") if b else None
+        if base_host is not None and base_host >= t.cpu_saturated:
+            return None
+    elif own_cpu is not None and own_cpu < 0.85 and (load is None or load < t.load_increase):
+        return None  # Triton uses less CPU than before at the same load: a neighbour took it
+    if f.gpu_util is not None and f.gpu_util >= t.gpu_saturated:
+        return None
+    ev = symptom_evidence(ctx)
+    conf = 0.55
+    if f.container_cpu_saturation is not None:
+        ev["container_cpu_vs_quota"] = ctx.ev(
+            f.container_cpu_saturation, "ratio", "rate(container_cpu_usage_seconds_total) / quota"
+        )
+        conf += 0.1 if own else 0.0
+    if f.throttled_ratio is not None:
+        ev["throttled_ratio"] = ctx.ev(f.throttled_ratio, "ratio", "Δthrottled_periods / Δperiods")
+        conf += 0.15 if throttled else 0.0
+    if f.cpu_host_util is not None:
+        ev["host_cpu"] = ctx.ev(f.cpu_host_util, "ratio", "nv_cpu_utilization")
+    if f.gpu_util is not None:
+        ev["gpu_util"] = ctx.ev(f.gpu_util, "ratio", "accelerator utilisation")
+        conf += 0.1 if f.gpu_util <= t.gpu_underused else 0.0
+    if load is not None:
+        ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
+        conf += 0.1 if load >= t.load_increase else 0.0
+    infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
+    if infl is not None:
+        ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
+        conf += 0.05 if infl >= t.compute_inflation else 0.0
+    quota = f"{f.cpu_quota_cores:.1f} cores" if f.cpu_quota_cores else "its CPU"
+    text = (
+        "Move pre/post-processing out of Triton (a separate service) or into native code "
+        "(DALI, C++/TensorRT/ONNX Runtime backends instead of the Python backend); raise the "
+        "container's CPU request/limit so it is not throttled; then scale out."
+    )
+    snippet = 'resources:\n  requests:\n    cpu: "<measured use + 30%>"\n  limits:\n    cpu: "<request × 1.5 or none>"'
+    what = "throttled" if throttled else "saturated"
+    summary = (
+        f"Triton is CPU-bound: {quota} {what}"
+        + (
+            f" ({f.throttled_ratio:.0%} of CFS periods throttled)"
+            if f.throttled_ratio is not None
+            else ""
+        )
+        + (f" while the accelerator is {f.gpu_util:.0%} busy" if f.gpu_util is not None else "")
+        + "; pre/post-processing or the Python backend starves inference."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

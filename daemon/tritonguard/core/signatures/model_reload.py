@@ -1,0 +1,97 @@
+"""model_reload: repository polling or load/unload churn disturbs a model already serving."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, symptom_evidence
+
+CAUSE = "model_reload"
+
+
+def occurrences(times: list[float], merge_s: float) -> int:
+    """Count reloads: signs closer than ``merge_s`` to the previous one are the same reload."""
+    count, last = 0, float("-inf")
+    for at in sorted(times):
+        if at - last > merge_s:
+            count += 1
+        last = at
+    return count
+
+
+def check(ctx: Context) -> Finding | None:
+    """Latency spikes recur at a period, or reload signs repeat, at steady traffic."""
+    f, t, b = ctx.features, ctx.thresholds, ctx.baseline
+    rec = ctx.latency_spikes
+    periodic = (
+        rec is not None
+        and len(rec.spikes) >= t.period_min_spikes
+        and rec.period_s is not None
+        and rec.cv is not None
+        and rec.cv <= t.period_max_cv
+    )
+    events = [e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s]
+    # One deploy leaves several signs at once (a new version's series, a reset, a load time),
+    # and a range read may see them a scrape apart: churn is reloads that recur.
+    reloads = occurrences([at for at, _ in events], max(t.burst_merge_s, 1.5 * f.interval_s))
+    if not periodic and reloads < t.reload_min_events:
+        return None
+    if not periodic and not ctx.symptom.up:
+        return None
+    load = b.ratio("request_rate", f.request_rate) if b else None
+    if load is not None and abs(load - 1) > 2 * t.load_steady_tolerance:
+        return None  # traffic swings explain latency better than reloads
+    ev = symptom_evidence(ctx)
+    conf = 0.5
+    if periodic and rec is not None:
+        ev["spike_period_s"] = ctx.ev(
+            rec.period_s, "s", "median spacing of per-scrape latency spikes", t.period_lookback_s
+        )
+        ev["spikes"] = ctx.ev(
+            float(len(rec.spikes)),
+            "count",
+            "per-scrape latency ≥ spike factor × median",
+            t.period_lookback_s,
+        )
+        ev["spike_period_cv"] = ctx.ev(
+            rec.cv, "ratio", "spread of spike spacing", t.period_lookback_s
+        )
+        conf += 0.2
+    if events:
+        ev["reload_events"] = ctx.ev(
+            float(len(events)),
+            "count",
+            ", ".join(sorted({k for _, k in events})),
+            t.period_lookback_s,
+        )
+        conf += 0.1 * min(reloads, 3)
+    if load is not None:
+        ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
+        conf += 0.05 if abs(load - 1) <= t.load_steady_tolerance else 0.0
+    if ctx.symptom.up:
+        conf += 0.05
+    period = (
+        f" every ~{rec.period_s:.0f} s" if periodic and rec is not None and rec.period_s else ""
+    )
+    text = (
+        "Stop repository polling in production: run tritonserver with --model-control-mode=explicit "
+        "--repository-poll-secs=0 and load models only through the repository API "
+        "(POST /v2/repository/models/<m>/load); ship model updates blue/green or as a canary, and "
+        "write repository changes atomically (new version directory, then rename)."
+    )
+    summary = (
+        f"The model is being reloaded while it serves: latency spikes recur{period}"
+        + (
+            f" with {len(events)} reload sign(s) (counter resets, new versions, load durations)"
+            if events
+            else ""
+        )
+        + " at steady traffic."
+    )
+    return Finding(
+        CAUSE,
+        ctx.subject,
+        clamp(conf),
+        summary,
+        ev,
+        Fix(text, "", "--model-control-mode=explicit --repository-poll-secs=0"),
+    )

@@ -1,0 +1,75 @@
+"""node_contention: other work on the node slows Triton at constant load and config."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+
+CAUSE = "node_contention"
+
+
+def check(ctx: Context) -> Finding | None:
+    """Compute inflates at steady load and unchanged concurrency while the node is busy elsewhere."""
+    f, t, b = ctx.features, ctx.thresholds, ctx.baseline
+    if not ctx.symptom.sustained or b is None:
+        return None
+    infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
+    if infl is None or infl < t.compute_inflation:
+        return None
+    load = b.ratio("request_rate", f.request_rate)
+    if load is None or abs(load - 1) > t.load_steady_tolerance:
+        return None
+    conc = b.ratio("busy_instances", f.busy_instances, floor=0.05)
+    exec_time = b.ratio("compute_per_exec_us", f.compute_per_exec_us)
+    if conc is not None and exec_time is not None and conc > 1.3 * exec_time:
+        return None  # more executions in flight than slower work explains: a concurrency change
+    if ctx.reload_events and any(ctx.now - at <= 2 * f.window_s for at, _ in ctx.reload_events):
+        return None  # the config or version just changed: not the same workload
+    ev = symptom_evidence(ctx)
+    ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
+    ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
+    conf = 0.4
+    own = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01)
+    if f.node_cpu_busy is not None:
+        ev["node_cpu_busy"] = ctx.ev(
+            f.node_cpu_busy, "ratio", "1 - idle share of node_cpu_seconds_total"
+        )
+        base_node = b.get("node_cpu_busy")
+        node_up = f.node_cpu_busy >= t.cpu_saturated or (
+            base_node is not None and f.node_cpu_busy - base_node >= 0.25
+        )
+        if node_up:
+            conf += 0.25
+            if own is None or own <= 1.2:
+                conf += 0.1  # the node got busier but not because of Triton
+        else:
+            conf -= 0.15
+    elif f.cpu_host_util is not None:
+        ev["host_cpu"] = ctx.ev(f.cpu_host_util, "ratio", "nv_cpu_utilization (host-wide)")
+        base_host = b.get("cpu_host_util")
+        if base_host is not None and f.cpu_host_util - base_host >= 0.25:
+            conf += 0.2
+    if own is not None:
+        ev["triton_cpu_vs_baseline"] = ctx.ev(own, "ratio", "Triton container CPU vs baseline")
+    if f.throttled_ratio is not None and f.throttled_ratio >= t.throttled_high:
+        ev["throttled_ratio"] = ctx.ev(f.throttled_ratio, "ratio", "Δthrottled_periods / Δperiods")
+        conf += 0.1
+    if f.hpa_desired is not None and f.hpa_current is not None and f.hpa_desired > f.hpa_current:
+        ev["hpa_lag"] = ctx.ev(f.hpa_desired - f.hpa_current, "replicas", "HPA desired - current")
+        conf += 0.05
+    text = (
+        "Isolate the GPU node: taint it and give Triton a toleration and nodeSelector/affinity so "
+        "other workloads stay off; raise Triton's CPU request to what it really uses; drive the HPA "
+        "from Triton queue time or pending requests so scale-out starts before the queue builds."
+    )
+    snippet = (
+        "tolerations:\n- key: nvidia.com/gpu\n  operator: Exists\n  effect: NoSchedule\n"
+        'nodeSelector:\n  nvidia.com/gpu.present: "true"'
+    )
+    summary = (
+        f"Each inference takes {infl:.1f}x its baseline compute ({ms(f.compute_per_inference_us) or 0:.1f} ms) "
+        "at unchanged load and concurrency"
+        + (f" while the node is {f.node_cpu_busy:.0%} busy" if f.node_cpu_busy is not None else "")
+        + ": other work on the node is taking Triton's resources."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

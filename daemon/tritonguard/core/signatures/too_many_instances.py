@@ -1,0 +1,67 @@
+"""too_many_instances: instances fight over a saturated accelerator."""
+
+from __future__ import annotations
+
+from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+
+CAUSE = "too_many_instances"
+
+
+def check(ctx: Context) -> Finding | None:
+    """More concurrent executions, each slower, with no more throughput."""
+    f, t, cfg, b = ctx.features, ctx.thresholds, ctx.config, ctx.baseline
+    if not ctx.symptom.sustained or b is None or f.busy_instances is None:
+        return None
+    count = cfg.instance_count if cfg is not None else None
+    concurrent = f.busy_instances >= 1.3 or (count is not None and count > 1)
+    if not concurrent:
+        return None
+    inflation = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
+    if inflation is None or inflation < t.compute_inflation:
+        return None
+    if f.gpu_util is not None and f.gpu_util < t.gpu_underused:
+        return None  # the accelerator is not what they fight over
+    ev = symptom_evidence(ctx)
+    ev["compute_vs_baseline"] = ctx.ev(inflation, "ratio", "compute per inference vs baseline")
+    ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "concurrent executions")
+    conf = 0.55
+    busy_up = b.ratio("busy_instances", f.busy_instances, floor=0.05)
+    if busy_up is not None:
+        ev["concurrency_vs_baseline"] = ctx.ev(busy_up, "ratio", "busy instances vs baseline")
+        if busy_up >= 1.5:
+            conf += 0.15
+    thr = b.ratio("inference_rate", f.inference_rate)
+    if thr is not None:
+        ev["throughput_vs_baseline"] = ctx.ev(thr, "ratio", "inference rate vs baseline")
+        if thr <= t.load_increase:
+            conf += 0.1
+    if count is not None and count > 1:
+        ev["instance_count"] = ctx.ev(float(count), "instances", "model config instance_group")
+        conf += 0.05
+    if f.gpu_util is not None:
+        ev["gpu_util"] = ctx.ev(f.gpu_util, "ratio", "accelerator utilisation")
+        if f.gpu_util >= t.gpu_saturated:
+            conf += 0.15
+    if f.container_cpu_saturation is not None and f.container_cpu_saturation >= t.cpu_saturated:
+        conf -= 0.15  # the CPU, not the accelerator, may be the contended resource
+    if (
+        f.node_cpu_busy is not None
+        and f.node_cpu_busy >= t.cpu_saturated
+        and busy_up is not None
+        and busy_up < 1.2
+    ):
+        conf -= 0.2
+    n = count or max(2, round(f.busy_instances))
+    snippet = f"instance_group [\n  {{\n    count: {max(1, n // 2)}\n    kind: KIND_GPU\n  }}\n]"
+    text = (
+        f"Lower instance_group.count (from {n} toward {max(1, n // 2)}): the instances contend for one "
+        "saturated accelerator. Get throughput from dynamic batching, lower precision (FP16/INT8) or "
+        "kernel optimisation instead of more instances."
+    )
+    summary = (
+        f"{f.busy_instances:.1f} executions run at once but each inference takes {inflation:.1f}x its "
+        f"baseline compute ({ms(f.compute_per_inference_us) or 0:.1f} ms) with no more throughput: "
+        "instances are fighting over the accelerator."
+    )
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))

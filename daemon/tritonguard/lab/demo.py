@@ -1,0 +1,345 @@
+"""The demo: real Tritons, the daemon watching them, faults injected in turn, shown live.
+
+Every fault runs on its own local Triton from the lab, all baselines together, the onsets one
+after another. One daemon (the same ``DaemonApp`` and playbook runner ``tritonguard run``
+uses) scrapes every Triton, the lab exporters, the ingress counters and node-exporter; the
+terminal shows what it diagnoses (cause, confidence, evidence, fix), what the shipped playbooks
+plan (or do, with ``act``) and the latency before the fault, at the diagnosis and at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tritonguard.core.findings import CAUSES, IncidentEvent
+from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
+from tritonguard.lab.live_lab import LabWatch, LiveScenario, Outcome, judge, latency_view, retimed
+from tritonguard.lab.node_exporter import NodeExporter
+from tritonguard.lab.scenarios import SCENARIOS
+
+
+class DemoError(ValueError):
+    """Bad demo options (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """Which faults, and the timing: shared baseline, onset spacing, longest fault phase."""
+
+    faults: tuple[str, ...]
+    baseline_s: float = 60.0
+    stagger_s: float = 40.0
+    fault_s: float = 70.0
+    act: bool = False
+
+    def total_s(self) -> float:
+        """Upper bound of the run time after start-up."""
+        return self.baseline_s + self.stagger_s * (len(self.faults) - 1) + self.fault_s
+
+
+def plan_demo(only: Sequence[str] = (), *, quick: bool = False, act: bool = False) -> DemoPlan:
+    """Return the demo plan for the options; raise DemoError naming the valid causes."""
+    unknown = [c for c in only if c not in CAUSES]
+    if unknown:
+        raise DemoError(f"unknown cause {unknown[0]!r}; choose from: {', '.join(CAUSES)}")
+    faults = tuple(dict.fromkeys(only)) or (QUICK_FAULTS if quick else DEFAULT_FAULTS)
+    if quick:
+        return DemoPlan(faults, baseline_s=52.0, stagger_s=30.0, fault_s=50.0, act=act)
+    return DemoPlan(faults, act=act)
+
+
+@dataclass
+class FaultView:
+    """What the demo knows about one injected fault."""
+
+    live: LiveScenario
+    outcome: Outcome
+    status: str = "baseline"
+    before: dict[str, float | None] = field(default_factory=dict)
+    at_diagnosis: dict[str, float | None] = field(default_factory=dict)
+    at_end: dict[str, float | None] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    diagnosed_at: float | None = None
+    acted_at: float | None = None
+
+    @property
+    def detection(self) -> IncidentEvent | None:
+        """The incident that diagnosed this fault, if any."""
+        found = self.outcome.detections.get("scrape")
+        return None if found is None else found.event
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value / 1000:.1f} ms"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _latency(view: dict[str, float | None]) -> str:
+    if not view:
+        return "–"
+    return (
+        f"mean {_ms(view.get('mean_latency_us'))} · p99 {_ms(view.get('p99_us'))} · "
+        f"queue {_share(view.get('queue_share'))}"
+    )
+
+
+def _value(v: float | None) -> str:
+    if v is None:
+        return "unknown"
+    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def diagnosis_panel(view: FaultView, event: IncidentEvent) -> Panel:
+    """Return a panel with the diagnosis: cause, confidence, summary, evidence and the fix."""
+    onset = view.live.onset_at or event.at
+    lines: list[RenderableType] = [
+        Text(event.summary),
+        Text(""),
+        Text("evidence", style="bold"),
+    ]
+    for name, ev in list(event.evidence.items())[:8]:
+        lines.append(
+            Text(
+                f"  {name} = {_value(ev.value)} {ev.unit}  ({ev.what}; {ev.window_s:.0f} s window)"
+            )
+        )
+    lines += [Text(""), Text("fix", style="bold"), Text("  " + event.fix.text)]
+    if event.fix.config_snippet:
+        lines.append(Text("\n".join("    " + x for x in event.fix.config_snippet.splitlines())))
+    if event.fix.flags:
+        lines.append(Text("    " + event.fix.flags))
+    title = (
+        f"{event.cause} on {event.subject.namespace}/{event.subject.model} — confidence "
+        f"{event.confidence:.2f}, {event.at - onset:.0f} s after the fault began"
+    )
+    return Panel(Group(*lines), title=title, title_align="left", border_style="red")
+
+
+def action_line(record: dict[str, Any]) -> str:
+    """One line for a playbook decision (planned, ran, skipped, failed...)."""
+    mode = "dry-run" if record.get("dry_run") else "live"
+    detail = record.get("detail") or {}
+    what = ""
+    if isinstance(detail, dict):
+        changes = detail.get("changes")
+        if isinstance(changes, list) and changes:
+            what = " " + "; ".join(
+                f"{c.get('path')}: {c.get('old')} → {c.get('new')}"
+                for c in changes
+                if isinstance(c, dict)
+            )
+        elif "requests" in detail:
+            what = f" {detail['requests']} warm-up requests to {detail.get('model')}"
+        elif "text" in detail:
+            what = f" “{str(detail['text'])[:120]}”"
+    reason = f" ({record['reason']})" if record.get("reason") else ""
+    guard = f" [guard {record['guard']}]" if record.get("guard") else ""
+    return (
+        f"  playbook {record.get('playbook')}: {record.get('action')} "
+        f"{record.get('status')} [{mode}]{guard}{reason}{what}"
+    )
+
+
+def status_table(views: Sequence[FaultView], started: float) -> Table:
+    """Return the live status of every fault as a table."""
+    table = Table(title=f"tritonguard demo — {time.time() - started:.0f} s", expand=False)
+    for col in ("fault", "model", "state", "diagnosis", "before", "at diagnosis", "at end"):
+        table.add_column(col)
+    for v in views:
+        d = v.detection
+        found = v.outcome.detections.get("scrape")
+        diag = (
+            "–"
+            if d is None or found is None
+            else f"{d.cause} ({d.confidence:.2f}, +{found.delay_s:.0f} s)"
+        )
+        table.add_row(
+            v.live.name,
+            f"{v.live.scenario.namespace}/{v.live.scenario.model}",
+            v.status,
+            diag,
+            _latency(v.before),
+            _latency(v.at_diagnosis),
+            _latency(v.at_end),
+        )
+    return table
+
+
+class Demo:
+    """Runs a plan and renders it; ``run()`` returns 0 when every fault was diagnosed."""
+
+    def __init__(self, plan: DemoPlan, console: Console) -> None:
+        self.plan = plan
+        self.console = console
+        self.views: list[FaultView] = []
+        self.watch: LabWatch | None = None
+        self.started = time.time()
+
+    def say(self, message: RenderableType) -> None:
+        """Print above the live table (or as a plain line without a terminal)."""
+        self.console.print(message)
+
+    async def on_events(self, way: str, events: list[IncidentEvent]) -> None:
+        """Judge each transition against the faults and show diagnoses as they open."""
+        for view in self.views:
+            had = view.detection is not None
+            view.outcome.onset_at = view.live.onset_at
+            seen = len(view.outcome.other.get(way, []))
+            judge(view.outcome, way, events)
+            for other in view.outcome.other.get(way, [])[seen:]:
+                self.say(
+                    f"[yellow]{other.event} {other.cause} on {other.subject.model}[/] "
+                    f"(not the injected fault): {other.summary}"
+                )
+            event = view.detection
+            if event is not None and not had:
+                view.status = "diagnosed"
+                view.diagnosed_at = time.time()
+                if self.watch is not None and self.watch.app is not None:
+                    view.at_diagnosis = latency_view(
+                        self.watch.app.engine, view.live.subject, time.time()
+                    )
+                self.say(diagnosis_panel(view, event))
+
+    def _refresh(self) -> None:
+        now = time.time()
+        for view in self.views:
+            live = view.live
+            if view.status == "baseline" and live.onset_at is not None:
+                view.status = "fault injected"
+                if self.watch is not None and self.watch.app is not None:
+                    view.before = latency_view(self.watch.app.engine, live.subject, now)
+                self.say(
+                    f"[bold]{now - self.started:5.0f} s[/]  fault injected: {live.name} on "
+                    f"{live.scenario.namespace}/{live.scenario.model} — {live.scenario.notes}"
+                )
+            event = view.detection
+            if event is not None and self.watch is not None:
+                records = self.watch.actions(event.incident_id)
+                for record in records[len(view.actions) :]:
+                    self.say(action_line(record))
+                    if record.get("status") in ("planned", "ran", "failed", "rolled_back"):
+                        view.acted_at = view.acted_at or now
+                view.actions = records
+            self._maybe_cut(view, now)
+
+    def _maybe_cut(self, view: FaultView, now: float) -> None:
+        if view.status not in ("diagnosed", "fault injected") or view.live.ended_at is not None:
+            return
+        # After the playbooks had their say, keep the fault a little longer (longer when they
+        # act, to see the latency after the change), then stop that Triton.
+        settle = 25.0 if self.plan.act else 4.0
+        done = view.acted_at is not None and now - view.acted_at >= settle
+        waited = view.diagnosed_at is not None and now - view.diagnosed_at >= 45.0
+        if done or waited:
+            view.live.cut()
+
+    def _finish(self, view: FaultView) -> None:
+        if view.status in ("done", "missed"):
+            return
+        if self.watch is not None and self.watch.app is not None:
+            view.at_end = latency_view(self.watch.app.engine, view.live.subject, time.time())
+        view.status = "done" if view.detection is not None else "missed"
+        self.say(
+            f"[bold]{time.time() - self.started:5.0f} s[/]  {view.live.name} over: "
+            f"{'diagnosed' if view.detection else 'NOT diagnosed'}; latency before "
+            f"{_latency(view.before)} → at diagnosis {_latency(view.at_diagnosis)} → at end "
+            f"{_latency(view.at_end)}"
+        )
+
+    async def run(self) -> int:
+        """Start everything, inject the faults in turn, stop everything; 0 if all diagnosed."""
+        plan = self.plan
+        node = NodeExporter() if NodeExporter.available() else None
+        lives = [
+            LiveScenario(
+                retimed(SCENARIOS[name], plan.baseline_s + i * plan.stagger_s, plan.fault_s)
+            )
+            for i, name in enumerate(plan.faults)
+        ]
+        self.views = [
+            FaultView(live, Outcome(live.name, live.scenario.cause, *_where(live)))
+            for live in lives
+        ]
+        mode = "acting on the lab servers" if plan.act else "playbooks in dry-run"
+        self.say(
+            f"[bold]tritonguard demo[/]: {len(lives)} fault(s) ({', '.join(plan.faults)}), "
+            f"{mode}; about {plan.total_s() / 60:.0f} min. Ctrl-C stops everything."
+        )
+        drives: list[asyncio.Task[None]] = []
+        try:
+            if node is not None:
+                await asyncio.to_thread(node.start)
+            for live in lives:
+                self.say(f"starting a Triton for {live.name} ({live.scenario.model}) ...")
+                await live.start()
+            self.watch = LabWatch(
+                "scrape", lives, node=node, hook=self.on_events, playbooks=True, act=plan.act
+            )
+            await self.watch.start()
+            self.started = time.time()
+            self.say(
+                f"daemon watching {len(lives)} Triton(s); {plan.baseline_s:.0f} s of healthy "
+                "traffic first, so it learns each model's own baseline"
+            )
+            drives = [asyncio.create_task(live.drive()) for live in lives]
+            await self._loop(drives)
+        finally:
+            for task in drives:
+                task.cancel()
+            await asyncio.gather(*drives, return_exceptions=True)
+            if self.watch is not None:
+                await self.watch.stop()
+            for live in lives:
+                await live.stop()
+            if node is not None:
+                node.stop()
+        self.say(status_table(self.views, self.started))
+        return 0 if all(v.detection is not None for v in self.views) else 1
+
+    async def _loop(self, drives: list[asyncio.Task[None]]) -> None:
+        live_ctx: contextlib.AbstractContextManager[Any]
+        if self.console.is_terminal:
+            live_ctx = Live(
+                status_table(self.views, self.started),
+                console=self.console,
+                refresh_per_second=2,
+                transient=True,
+            )
+        else:
+            live_ctx = contextlib.nullcontext()
+        with live_ctx as live:
+            while not all(task.done() for task in drives):
+                self._refresh()
+                for view, task in zip(self.views, drives, strict=True):
+                    if task.done():
+                        self._finish(view)
+                if live is not None:
+                    live.update(status_table(self.views, self.started))
+                await asyncio.wait(drives, timeout=1.0)
+            self._refresh()
+            for view in self.views:
+                self._finish(view)
+
+
+def _where(live: LiveScenario) -> tuple[str, str]:
+    return live.scenario.namespace, live.scenario.model
+
+
+async def run_demo(plan: DemoPlan, console: Console | None = None) -> int:
+    """Run the demo; return 0 when every injected fault was diagnosed, 1 otherwise."""
+    return await Demo(plan, console or Console()).run()

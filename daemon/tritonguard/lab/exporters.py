@@ -1,0 +1,227 @@
+"""DCGM, cAdvisor and kube-state-metrics series this machine lacks, computed from real activity."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from tritonguard.lab.metrics_endpoint import serve_metrics
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+CFS_PERIOD_S = 0.1
+
+
+def process_tree_cpu_seconds(root_pid: int) -> float:
+    """Return user+system CPU seconds of ``root_pid`` and all its live descendants.
+
+    Reaped children (python stubs of unloaded model instances) are included through the
+    parent's ``cutime``/``cstime``, so the total only grows while the root lives.
+    """
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses; fields follow the last ')'.
+        fields = raw[raw.rfind(")") + 2 :].split()
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+        cpu[pid] = (utime + stime + (cutime + cstime if pid == root_pid else 0)) / _TICKS
+    if root_pid not in cpu:
+        return 0.0
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack = 0.0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        total += cpu.get(pid, 0.0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+@dataclass
+class Ledger:
+    """Sum of what the lab model's stub processes report in their ledger files."""
+
+    device_s: float = 0.0
+    in_bytes: int = 0
+    out_bytes: int = 0
+
+
+def read_ledger(ledger_dir: Path) -> Ledger:
+    """Sum every stub's ledger file in ``ledger_dir`` (exited stubs' files still count)."""
+    total = Ledger()
+    for path in ledger_dir.glob("*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        total.device_s += float(data.get("busy_s", 0.0))
+        total.in_bytes += int(data.get("in_bytes", 0))
+        total.out_bytes += int(data.get("out_bytes", 0))
+    return total
+
+
+class LabExporters:
+    """Serve DCGM, cAdvisor and kube-state-metrics series for one lab pod on ``/metrics``.
+
+    ``pid`` returns the tritonserver process id (None while it is down); ``cpu_quota_cores``
+    is the container's CPU limit; ``accel_share`` is the fraction of the device one busy
+    instance occupies (1.0: a busy instance saturates it).
+    """
+
+    def __init__(
+        self,
+        *,
+        pid: Callable[[], int | None],
+        ledger_dir: Path,
+        namespace: str = "lab",
+        pod: str = "triton-0",
+        node: str = "lab-node-0",
+        container: str = "triton",
+        cpu_quota_cores: float = 2.0,
+        accel_share: float = 1.0,
+    ) -> None:
+        self.pid = pid
+        self.ledger_dir = ledger_dir
+        self.namespace = namespace
+        self.pod = pod
+        self.node = node
+        self.container = container
+        self.cpu_quota_cores = cpu_quota_cores
+        self.accel_share = accel_share
+        self.port = 0
+        self.cpu_usage_s = 0.0
+        self.periods = 0
+        self.throttled = 0
+        self.gpu_util = 0.0
+        self.pcie_rx = 0.0
+        self.pcie_tx = 0.0
+        self._last_cpu: tuple[int, float, float] | None = None
+        self._last_ledger: tuple[float, Ledger] | None = None
+        self._runner: web.AppRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        """URL of the exposition."""
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def sample_cpu(self) -> None:
+        """Account one CFS period: real CPU used by the server's process tree against the quota."""
+        pid = self.pid()
+        if pid is None:
+            self._last_cpu = None
+            return
+        now = process_tree_cpu_seconds(pid)
+        wall = time.monotonic()
+        last = self._last_cpu
+        self._last_cpu = (pid, now, wall)
+        if last is None or last[0] != pid:
+            return
+        used = max(0.0, now - last[1])
+        self.cpu_usage_s += used
+        if used > 0:
+            self.periods += 1
+            # Without a cgroup limit the usage is not capped; a period in which the tree used
+            # more than its quota is one the kernel would have throttled.
+            if used > self.cpu_quota_cores * max(CFS_PERIOD_S, wall - last[2]):
+                self.throttled += 1
+
+    def sample_device(self) -> None:
+        """Update GPU utilisation and PCIe rates from the stubs' ledgers since the last call."""
+        now = time.monotonic()
+        ledger = read_ledger(self.ledger_dir)
+        if self._last_ledger is not None:
+            then, old = self._last_ledger
+            dt = max(1e-3, now - then)
+            busy = max(0.0, ledger.device_s - old.device_s) * self.accel_share
+            self.gpu_util = min(100.0, 100.0 * busy / dt)
+            self.pcie_rx = max(0, ledger.in_bytes - old.in_bytes) / dt
+            self.pcie_tx = max(0, ledger.out_bytes - old.out_bytes) / dt
+        self._last_ledger = (now, ledger)
+
+    async def _loop(self) -> None:
+        tick = 0
+        while True:
+            await asyncio.to_thread(self.sample_cpu)
+            if tick % 10 == 0:
+                await asyncio.to_thread(self.sample_device)
+            tick += 1
+            await asyncio.sleep(CFS_PERIOD_S)
+
+    def exposition(self) -> str:
+        """Render the series under the real exporters' names and labels."""
+        pod = f'namespace="{self.namespace}",pod="{self.pod}"'
+        ctr = f'container="{self.container}",{pod}'
+        gpu = (
+            'gpu="0",UUID="GPU-lab-0",device="nvidia0",modelName="lab-accelerator",'
+            f'Hostname="{self.node}",{ctr}'
+        )
+        quota_us = int(self.cpu_quota_cores * CFS_PERIOD_S * 1e6)
+        return (
+            "\n".join(
+                [
+                    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+                    f"DCGM_FI_DEV_GPU_UTIL{{{gpu}}} {round(self.gpu_util, 1)}",
+                    "# TYPE DCGM_FI_PROF_PCIE_RX_BYTES gauge",
+                    f"DCGM_FI_PROF_PCIE_RX_BYTES{{{gpu}}} {round(self.pcie_rx)}",
+                    "# TYPE DCGM_FI_PROF_PCIE_TX_BYTES gauge",
+                    f"DCGM_FI_PROF_PCIE_TX_BYTES{{{gpu}}} {round(self.pcie_tx)}",
+                    "# TYPE container_cpu_usage_seconds_total counter",
+                    "container_cpu_usage_seconds_total"
+                    f'{{cpu="total",{ctr}}} {self.cpu_usage_s:.3f}',
+                    "# TYPE container_cpu_cfs_periods_total counter",
+                    f"container_cpu_cfs_periods_total{{{ctr}}} {self.periods}",
+                    "# TYPE container_cpu_cfs_throttled_periods_total counter",
+                    f"container_cpu_cfs_throttled_periods_total{{{ctr}}} {self.throttled}",
+                    "# TYPE container_spec_cpu_quota gauge",
+                    f"container_spec_cpu_quota{{{ctr}}} {quota_us}",
+                    "# TYPE container_spec_cpu_period gauge",
+                    f"container_spec_cpu_period{{{ctr}}} {int(CFS_PERIOD_S * 1e6)}",
+                    "# TYPE kube_pod_info gauge",
+                    f'kube_pod_info{{{pod},node="{self.node}",host_ip="127.0.0.1",'
+                    'pod_ip="127.0.0.1",created_by_kind="StatefulSet",'
+                    'created_by_name="triton"} 1',
+                ]
+            )
+            + "\n"
+        )
+
+    async def start(self) -> LabExporters:
+        """Start sampling and serve ``/metrics`` on a free loopback port."""
+        self._runner, self.port = await serve_metrics(self.exposition)
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def stop(self) -> None:
+        """Stop sampling and serving."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> LabExporters:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,264 @@
+"""Persistent audit trail and guard state in SQLite: decisions, runs, pending undos, incidents."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tritonguard.core.guards import RunRecord
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    incident_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    playbook TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    action TEXT NOT NULL,
+    params TEXT NOT NULL,
+    dry_run INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    guard TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS decisions_incident ON decisions (incident_id);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    playbook TEXT NOT NULL,
+    subject_key TEXT NOT NULL,
+    model_key TEXT NOT NULL,
+    at REAL NOT NULL,
+    dry_run INTEGER NOT NULL,
+    reload INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_at ON runs (at);
+CREATE TABLE IF NOT EXISTS undos (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    incident_id TEXT NOT NULL,
+    playbook TEXT NOT NULL,
+    action TEXT NOT NULL,
+    params TEXT NOT NULL,
+    on_resolve INTEGER NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS incidents (
+    incident_id TEXT PRIMARY KEY,
+    cause TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    model TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    resolved_at REAL,
+    trace_path TEXT
+);
+"""
+
+
+class AuditStore:
+    """SQLite-backed audit trail; ``:memory:`` for dry-run tests, a file for the daemon.
+
+    Calls are synchronous: each is one small local transaction, far below a millisecond, so
+    the event loop is not held up in practice.
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise OSError(f"{self.path}: cannot open the audit database: {exc}") from None
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    def record_decision(
+        self,
+        *,
+        at: float,
+        incident_id: str,
+        event: str,
+        playbook: str,
+        subject: str,
+        action: str,
+        params: dict[str, Any],
+        dry_run: bool,
+        status: str,
+        guard: str = "",
+        reason: str = "",
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Append one decision (ran, planned, skipped and why, failed, rolled back)."""
+        cur = self._exec(
+            "INSERT INTO decisions (at, incident_id, event, playbook, subject, action, params,"
+            " dry_run, status, guard, reason, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                at,
+                incident_id,
+                event,
+                playbook,
+                subject,
+                action,
+                json.dumps(params, sort_keys=True, default=str),
+                int(dry_run),
+                status,
+                guard,
+                reason,
+                json.dumps(detail or {}, sort_keys=True, default=str),
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def decisions(self, incident_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """Return decisions, oldest first, optionally for one incident."""
+        where, args = ("WHERE incident_id = ?", (incident_id,)) if incident_id else ("", ())
+        rows = self._exec(
+            f"SELECT * FROM decisions {where} ORDER BY id LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["params"] = json.loads(item["params"])
+            item["detail"] = json.loads(item["detail"])
+            item["dry_run"] = bool(item["dry_run"])
+            out.append(item)
+        return out
+
+    def record_run(self, run: RunRecord) -> None:
+        """Remember a run (or a dry-run plan) for cooldowns, rates, budgets and reload loops."""
+        self._exec(
+            "INSERT INTO runs (playbook, subject_key, model_key, at, dry_run, reload)"
+            " VALUES (?,?,?,?,?,?)",
+            (
+                run.playbook,
+                run.subject_key,
+                run.model_key,
+                run.at,
+                int(run.dry_run),
+                int(run.reload),
+            ),
+        )
+
+    def adopt_runs(self, runs: Iterable[RunRecord]) -> int:
+        """Add runs another replica made (leader handover) that this store lacks; return how many.
+
+        A run is the same when playbook, subject, mode and time (to the millisecond) agree, so
+        adopting the same published history every few seconds adds nothing twice.
+        """
+        added = 0
+        for run in runs:
+            seen = self._exec(
+                "SELECT 1 FROM runs WHERE playbook = ? AND subject_key = ? AND dry_run = ?"
+                " AND abs(at - ?) < 0.001 LIMIT 1",
+                (run.playbook, run.subject_key, int(run.dry_run), run.at),
+            ).fetchone()
+            if seen is None:
+                self.record_run(run)
+                added += 1
+        return added
+
+    def history(self, since: float) -> list[RunRecord]:
+        """Return runs at or after ``since`` (the guards look back at most a day)."""
+        rows = self._exec(
+            "SELECT playbook, subject_key, model_key, at, dry_run, reload FROM runs"
+            " WHERE at >= ? ORDER BY at",
+            (since,),
+        ).fetchall()
+        return [RunRecord(r[0], r[1], r[2], float(r[3]), bool(r[4]), bool(r[5])) for r in rows]
+
+    def add_undo(
+        self, incident_id: str, playbook: str, action: str, params: dict[str, Any], on_resolve: bool
+    ) -> int:
+        """Persist how to undo an action, so a restart can still restore on resolve."""
+        cur = self._exec(
+            "INSERT INTO undos (incident_id, playbook, action, params, on_resolve)"
+            " VALUES (?,?,?,?,?)",
+            (incident_id, playbook, action, json.dumps(params, default=str), int(on_resolve)),
+        )
+        return int(cur.lastrowid or 0)
+
+    def pending_undos(
+        self, incident_id: str, *, on_resolve: bool | None = None, playbook: str | None = None
+    ) -> list[tuple[int, str, str, dict[str, Any]]]:
+        """Return (id, playbook, action, params) of undos not yet done, newest first."""
+        sql = "SELECT id, playbook, action, params FROM undos WHERE incident_id = ? AND done = 0"
+        args: list[Any] = [incident_id]
+        if on_resolve is not None:
+            sql += " AND on_resolve = ?"
+            args.append(int(on_resolve))
+        if playbook is not None:
+            sql += " AND playbook = ?"
+            args.append(playbook)
+        rows = self._exec(sql + " ORDER BY id DESC", tuple(args)).fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
+
+    def hand_over_undos(self, from_incident: str, to_incident: str) -> list[tuple[str, str, Any]]:
+        """Move pending restore-on-resolve undos to another incident; return what moved.
+
+        Each moved undo is returned as (playbook, action, params).
+        """
+        moved = self.pending_undos(from_incident, on_resolve=True)
+        self._exec(
+            "UPDATE undos SET incident_id = ? WHERE incident_id = ? AND done = 0 AND on_resolve = 1",
+            (to_incident, from_incident),
+        )
+        return [(playbook, action, params) for _, playbook, action, params in moved]
+
+    def mark_undo_done(self, undo_id: int) -> None:
+        """Mark an undo as carried out."""
+        self._exec("UPDATE undos SET done = 1 WHERE id = ?", (undo_id,))
+
+    def record_incident(
+        self,
+        *,
+        incident_id: str,
+        cause: str,
+        namespace: str,
+        model: str,
+        pod: str,
+        opened_at: float,
+    ) -> None:
+        """Remember an incident when it opens (idempotent)."""
+        self._exec(
+            "INSERT OR IGNORE INTO incidents (incident_id, cause, namespace, model, pod, opened_at)"
+            " VALUES (?,?,?,?,?,?)",
+            (incident_id, cause, namespace, model, pod, opened_at),
+        )
+
+    def resolve_incident(self, incident_id: str, at: float) -> None:
+        """Record when an incident resolved."""
+        self._exec("UPDATE incidents SET resolved_at = ? WHERE incident_id = ?", (at, incident_id))
+
+    def set_trace(self, incident_id: str, path: str) -> None:
+        """Store the path of the flight-recorder trace of an incident."""
+        self._exec("UPDATE incidents SET trace_path = ? WHERE incident_id = ?", (path, incident_id))
+
+    def incident(self, incident_id: str) -> dict[str, Any] | None:
+        """Return the stored incident row, or None."""
+        row = self._exec("SELECT * FROM incidents WHERE incident_id = ?", (incident_id,)).fetchone()
+        return dict(row) if row is not None else None
+
+    def incidents(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Return the latest incidents, newest first."""
+        rows = self._exec(
+            "SELECT * FROM incidents ORDER BY opened_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [dict(r) for r in rows]

@@ -1,0 +1,462 @@
+"""The daemon: settings → sources → engine → evaluator → dispatcher callback → HTTP, supervised."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry
+
+from tritonguard.clients.metrics_scraper import MetricsScraper
+from tritonguard.clients.prometheus_query import PrometheusQueryClient
+from tritonguard.clients.triton_api import TritonClient, TritonError
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.metric_names import is_consumed
+from tritonguard.core.samples import Sample, label
+from tritonguard.logs import get_logger
+from tritonguard.runtime.alertmanager_webhook import Alert
+from tritonguard.runtime.http_server import HttpServer
+from tritonguard.runtime.self_metrics import SelfMetrics
+from tritonguard.runtime.supervisor import Supervisor
+from tritonguard.settings import Settings, TargetSettings, split_listen
+from tritonguard.sources.prometheus import PrometheusSource
+from tritonguard.sources.scrape import ScrapeSource
+from tritonguard.sources.source_status import PollResult, Source, SourceStatus
+
+EventsCallback = Callable[[list[IncidentEvent]], Awaitable[Any]]
+AlertsCallback = Callable[[list[Alert]], Awaitable[None]]
+ConfigFetcher = Callable[[TargetSettings, str], Awaitable[Mapping[str, Any] | None]]
+
+
+class PlaybookHooks(Protocol):
+    """What the daemon needs from its playbook runner (tritonguard.runtime.playbook_runner)."""
+
+    def observe(self, samples: list[Sample], now: float) -> None:
+        """See every ingested sample (the flight recorder keeps the recent ones)."""
+
+    async def on_events(self, events: list[IncidentEvent]) -> Any:
+        """Handle incident transitions without blocking the caller."""
+
+    async def on_evaluated(self, now: float) -> None:
+        """Start playbooks that became due after an evaluation, without blocking it."""
+
+    async def drain(self) -> None:
+        """Wait for in-flight actions (cancelled when the shutdown grace is over)."""
+
+    async def close(self) -> None:
+        """Release clients and the audit database."""
+
+    def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
+        """Return the audit trail of one incident."""
+
+    def leadership(self) -> dict[str, Any] | None:
+        """Return the leader-election state, or None when replicas do not elect a leader."""
+
+    def background(self) -> Mapping[str, Callable[[], Awaitable[None]]]:
+        """Return long-running tasks to supervise until the very end (leader election)."""
+
+
+# Shutdown stages: stop reading first, then evaluating, then let in-flight actions finish,
+# and keep answering health checks until the very end.
+STAGE_SOURCES, STAGE_EVALUATOR, STAGE_DISPATCHER, STAGE_HTTP = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class _TargetHealth:
+    ok_at: float | None = None
+    last: SourceStatus | None = None
+
+
+class DaemonApp:
+    """One daemon instance. ``run()`` serves until SIGTERM/SIGINT or ``request_stop()``.
+
+    ``on_events`` receives every batch of incident transitions (the playbook dispatcher); it
+    runs in its own task so a slow playbook never delays evaluation, and at shutdown it gets
+    ``shutdown_grace_s`` to finish what is in flight. Without it the daemon only diagnoses.
+    ``playbooks`` (a playbook runner) supplies ``on_events`` and is also told about every
+    ingested sample and every evaluation, drained at shutdown and closed last.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        engine: Engine | None = None,
+        on_events: EventsCallback | None = None,
+        on_alerts: AlertsCallback | None = None,
+        playbooks: PlaybookHooks | None = None,
+        registry: CollectorRegistry | None = None,
+        sources: Sequence[Source] | None = None,
+        config_fetcher: ConfigFetcher | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine or Engine(EngineConfig(thresholds=settings.thresholds))
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.metrics = SelfMetrics(self.registry)
+        self.clock = clock
+        self.supervisor = Supervisor(
+            on_crash=lambda name, _: self.metrics.task_restarts.labels(name).inc()
+        )
+        self.sources: list[Source] = list(sources) if sources is not None else self._sources()
+        self.http: HttpServer | None = None
+        self._playbooks = playbooks
+        self._on_events = on_events or (playbooks.on_events if playbooks is not None else None)
+        self._on_alerts = on_alerts
+        self._health: dict[tuple[str, str], _TargetHealth] = {}
+        self._queue: asyncio.Queue[list[IncidentEvent]] = asyncio.Queue()
+        self._tritons: dict[str, TritonClient] = {}
+        self._config_fetcher = config_fetcher or self._fetch_config_from_triton
+        self._models: dict[str, set[str]] = {}
+        self._configs_known: set[tuple[str, str]] = set()
+        self._config_wanted = asyncio.Event()
+        self._log = get_logger("tritonguard.daemon")
+
+    # ---- construction ---------------------------------------------------------------------
+    def _sources(self) -> list[Source]:
+        s = self.settings
+        sources: list[Source] = []
+        if s.targets:
+            scraper = MetricsScraper(
+                timeout_s=s.scrape_timeout_s,
+                jitter_s=s.scrape_jitter_s,
+                max_concurrency=s.max_concurrent_scrapes,
+            )
+            sources.append(
+                ScrapeSource(s.targets, scraper, interval_s=s.scrape_interval_s, keep=is_consumed)
+            )
+        if s.prometheus_url:
+            client = PrometheusQueryClient(s.prometheus_url, timeout_s=s.prometheus_timeout_s)
+            sources.append(
+                PrometheusSource(
+                    client, interval_s=s.prometheus_interval_s, backfill_s=s.prometheus_backfill_s
+                )
+            )
+        return sources
+
+    # ---- one step of each loop (also used by --once and tests) ------------------------------
+    async def poll(self, source: Source) -> PollResult:
+        """Poll one source, feed the engine, record health and metrics."""
+        result = await source.poll()
+        now = self.clock()
+        if result.samples:
+            self.engine.ingest(result.samples, now)
+            self.metrics.samples_ingested.labels(source.name).inc(len(result.samples))
+            if self._playbooks is not None:
+                self._playbooks.observe(result.samples, now)
+        self.metrics.observe_statuses(result.statuses)
+        for status in result.statuses:
+            health = self._health.setdefault((status.source, status.target), _TargetHealth())
+            health.last = status
+            if status.ok:
+                health.ok_at = now
+            else:
+                self._log.warning(
+                    "source target failed",
+                    source=status.source,
+                    target=status.target,
+                    error=status.error,
+                )
+        if isinstance(source, ScrapeSource):
+            self._note_models(source, result)
+        return result
+
+    def evaluate(self) -> list[IncidentEvent]:
+        """Evaluate the engine now; count and log the transitions."""
+        started = time.monotonic()
+        events = self.engine.evaluate(self.clock())
+        self.metrics.evaluation_duration.observe(time.monotonic() - started)
+        self.metrics.evaluations.inc()
+        self.metrics.observe_events(events)
+        self.metrics.set_open_incidents(self.engine.open_incidents())
+        for event in events:
+            self._log.info(
+                "incident " + event.event,
+                cause=event.cause,
+                namespace=event.subject.namespace,
+                pod=event.subject.pod,
+                model=event.subject.model,
+                confidence=round(event.confidence, 3),
+                summary=event.summary,
+            )
+        return events
+
+    async def dispatch(self, events: list[IncidentEvent]) -> None:
+        """Hand events to ``on_events``; its failure is logged, never fatal."""
+        if self._on_events is None or not events:
+            return
+        try:
+            outcome = await self._on_events(events)
+        except Exception as exc:
+            self._log.error("event handler failed", events=len(events), exc_info=exc)
+            return
+        if isinstance(outcome, dict):
+            outcome = [r for records in outcome.values() for r in records]
+        if isinstance(outcome, list):
+            self.metrics.observe_actions(r for r in outcome if isinstance(r, dict))
+
+    async def run_once(self) -> tuple[list[IncidentEvent], list[SourceStatus]]:
+        """Poll every source once, evaluate, dispatch; return events and source statuses."""
+        statuses: list[SourceStatus] = []
+        for source in self.sources:
+            statuses.extend((await self.poll(source)).statuses)
+        events = self.evaluate()
+        await self.dispatch(events)
+        await self._close_clients()
+        return events, statuses
+
+    # ---- root tasks -------------------------------------------------------------------------
+    async def _source_loop(self, source: Source) -> None:
+        while not self.supervisor.stopping.is_set():
+            started = time.monotonic()
+            await self.poll(source)
+            await self._sleep(source.interval_s - (time.monotonic() - started))
+
+    async def _evaluator_loop(self) -> None:
+        interval = self.settings.evaluation_interval_s
+        while not self.supervisor.stopping.is_set():
+            started = time.monotonic()
+            events = self.evaluate()
+            if events:
+                self._queue.put_nowait(events)
+                self._want_configs()
+            await self._after_evaluation()
+            await self._sleep(interval - (time.monotonic() - started))
+
+    async def _after_evaluation(self) -> None:
+        if self._playbooks is None or self.engine.last_evaluated is None:
+            return
+        leadership = self._playbooks.leadership()
+        self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
+        try:
+            await self._playbooks.on_evaluated(self.engine.last_evaluated)
+        except Exception as exc:
+            self._log.error("playbook re-check failed", exc_info=exc)
+
+    async def _dispatcher_loop(self) -> None:
+        stopping = asyncio.create_task(self.supervisor.stopping.wait())
+        try:
+            while True:
+                if self._queue.empty():
+                    if stopping.done():
+                        break
+                    getter = asyncio.create_task(self._queue.get())
+                    await asyncio.wait({getter, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()
+                        continue
+                    events = getter.result()
+                else:
+                    events = self._queue.get_nowait()
+                await self.dispatch(events)
+        finally:
+            stopping.cancel()
+        if self._playbooks is not None:
+            # Still inside this task's shutdown grace: in-flight actions get to finish.
+            await self._playbooks.drain()
+
+    async def _model_config_loop(self) -> None:
+        while not self.supervisor.stopping.is_set():
+            self._config_wanted.clear()
+            await self._refresh_configs()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.model_config_refresh_s):
+                    await self._config_wanted.wait()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the daemon stops."""
+        if seconds <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.supervisor.stopping.wait()
+
+    # ---- model configs ----------------------------------------------------------------------
+    def _note_models(self, source: ScrapeSource, result: PollResult) -> None:
+        by_instance = {t.instance: t for t in source.targets if t.triton_url}
+        if not by_instance:
+            return
+        new = False
+        for sample in result.samples:
+            if not sample.name.startswith("nv_inference_"):
+                continue
+            target = by_instance.get(label(sample.labels, "instance"))
+            model = label(sample.labels, "model")
+            if target is None or not model:
+                continue
+            models = self._models.setdefault(target.name, set())
+            if model not in models:
+                models.add(model)
+                new = True
+        if new:
+            self._want_configs()
+
+    def _want_configs(self) -> None:
+        self._config_wanted.set()
+
+    def refresh_model_configs(self) -> None:
+        """Re-read model configs soon (a playbook changed one)."""
+        self._want_configs()
+
+    async def _refresh_configs(self) -> None:
+        targets = {t.name: t for t in self.settings.targets}
+        for target_name, models in list(self._models.items()):
+            target = targets.get(target_name)
+            if target is None:
+                continue
+            for model in sorted(models):
+                config = await self._config_fetcher(target, model)
+                if config is None:
+                    continue
+                subject = Subject(namespace=target.namespace, model=model, pod=target.pod)
+                self.engine.note_model_config(subject, config)
+                if (target_name, model) not in self._configs_known:
+                    self._configs_known.add((target_name, model))
+                    self._log.info("model config read", target=target_name, model=model)
+
+    async def _fetch_config_from_triton(
+        self, target: TargetSettings, model: str
+    ) -> Mapping[str, Any] | None:
+        if not target.triton_url:
+            return None
+        client = self._tritons.get(target.name)
+        if client is None:
+            token = target.access_token.get_secret_value() if target.access_token else None
+            client = TritonClient(
+                target.triton_url, access_token=token, timeout_s=self.settings.triton_timeout_s
+            )
+            self._tritons[target.name] = client
+        try:
+            return await client.model_config(model)
+        except TritonError as exc:
+            self._log.warning(
+                "model config unavailable", target=target.name, model=model, error=str(exc)
+            )
+            return None
+
+    async def _close_clients(self) -> None:
+        for source in self.sources:
+            await source.close()
+        for client in self._tritons.values():
+            await client.close()
+        self._tritons.clear()
+
+    # ---- readiness, alerts --------------------------------------------------------------------
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Ready when some source delivered recently and the engine evaluated recently."""
+        now = self.clock()
+        s = self.settings
+        stale_after = 3 * max(s.scrape_interval_s, s.prometheus_interval_s) + s.scrape_timeout_s
+        targets: dict[str, Any] = {}
+        fresh = False
+        for (source, target), health in sorted(self._health.items()):
+            age = None if health.ok_at is None else round(now - health.ok_at, 3)
+            fresh = fresh or (age is not None and age <= stale_after)
+            targets[f"{source}/{target}"] = {
+                "ok": health.last.ok if health.last else False,
+                "last_success_age_s": age,
+                "error": health.last.error if health.last else None,
+            }
+        last_eval = self.engine.last_evaluated
+        eval_age = None if last_eval is None else round(now - last_eval, 3)
+        evaluated = eval_age is not None and eval_age <= 3 * s.evaluation_interval_s + 1.0
+        sources_ok = fresh or not self.sources
+        ready = sources_ok and evaluated and not self.supervisor.stopping.is_set()
+        detail = {
+            "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
+            "sources_fresh": sources_ok,
+            "last_evaluation_age_s": eval_age,
+            "stopping": self.supervisor.stopping.is_set(),
+            "targets": targets,
+            "tasks": {
+                name: {"running": st.running, "restarts": st.restarts, "last_error": st.last_error}
+                for name, st in self.supervisor.states().items()
+            },
+        }
+        return ready, detail
+
+    async def _handle_alerts(self, alerts: list[Alert]) -> None:
+        for alert in alerts:
+            self.metrics.alerts_received.labels(alert.status).inc()
+        self._log.info(
+            "alertmanager notification",
+            alerts=len(alerts),
+            names=sorted({a.name for a in alerts}),
+        )
+        if self._on_alerts is not None:
+            await self._on_alerts(alerts)
+
+    def incidents_json(self) -> list[dict[str, Any]]:
+        """Return the open incidents in the replay/CLI JSON form."""
+        out = []
+        for event in self.engine.open_incidents():
+            item = event.as_dict()
+            if self._playbooks is not None:
+                item["actions"] = self._playbooks.actions_for(event.incident_id)
+            out.append(item)
+        return out
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def build(self) -> None:
+        """Register every root task and cleanup with the supervisor (idempotent per instance)."""
+        sup = self.supervisor
+        for source in self.sources:
+            sup.add(
+                f"source:{source.name}",
+                functools.partial(self._source_loop, source),
+                stage=STAGE_SOURCES,
+            )
+        sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
+        sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
+        sup.add(
+            "dispatcher",
+            self._dispatcher_loop,
+            stage=STAGE_DISPATCHER,
+            grace_s=self.settings.shutdown_grace_s,
+        )
+        host, port = split_listen(self.settings.listen)
+        self.http = HttpServer(
+            host=host,
+            port=port,
+            registry=self.registry,
+            readiness=self.readiness,
+            incidents=self.incidents_json,
+            on_alerts=self._handle_alerts,
+        )
+        sup.add("http", self.http.serve_forever, stage=STAGE_HTTP)
+        if self._playbooks is not None:
+            # Election keeps renewing while in-flight actions drain, so it stops last.
+            for name, factory in self._playbooks.background().items():
+                sup.add(name, factory, stage=STAGE_HTTP)
+        sup.add_cleanup("clients", self._close_clients)
+        if self._playbooks is not None:
+            sup.add_cleanup("playbooks", self._playbooks.close)
+
+    def request_stop(self, reason: str = "requested") -> None:
+        """Begin a graceful shutdown."""
+        self.supervisor.request_stop(reason)
+
+    async def run(self, *, install_signals: bool = True) -> None:
+        """Serve until stopped; with ``install_signals`` SIGTERM/SIGINT stop gracefully."""
+        if not self.sources:
+            self._log.warning("no targets and no prometheus_url: nothing to watch")
+        self.build()
+        remove = self.supervisor.install_signal_handlers() if install_signals else None
+        self._log.info(
+            "daemon starting",
+            targets=[t.name for t in self.settings.targets],
+            prometheus=self.settings.prometheus_url,
+            dry_run=self.settings.dry_run,
+            listen=self.settings.listen,
+        )
+        try:
+            await self.supervisor.run()
+        finally:
+            if remove is not None:
+                remove()

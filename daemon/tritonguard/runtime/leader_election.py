@@ -1,0 +1,187 @@
+"""Leader election among daemon replicas on a coordination.k8s.io/v1 Lease, with run handover."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from tritonguard.clients.kubernetes_api import KubernetesError
+from tritonguard.core.run_handover import ANNOTATION, WINDOW_S, decode_runs, encode_runs
+from tritonguard.logs import get_logger
+from tritonguard.runtime.audit_store import AuditStore
+
+# Renew every third of the lease and stop acting at two thirds without a renewal: a replica
+# only takes over after seeing the lease unchanged for a whole duration, so the old leader
+# has stopped acting a third of a duration before anyone else may start.
+RENEW_FRACTION = 1 / 3
+DEADLINE_FRACTION = 2 / 3
+
+
+class LeaseApi(Protocol):
+    """The lease calls of tritonguard.clients.kubernetes_api.KubernetesClient."""
+
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Return the lease, or None."""
+
+    async def try_acquire_lease(
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Take or keep the lease."""
+
+    async def renew_lease(
+        self,
+        namespace: str,
+        name: str,
+        holder: str,
+        duration_s: int,
+        annotations: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Renew a held lease."""
+
+    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
+        """Give the lease up."""
+
+
+class LeaderElector:
+    """Holds (or waits for) the daemon's leader Lease; only its holder runs playbooks.
+
+    Every replica diagnoses and serves its API; ``leader_elsewhere()`` tells the dispatcher
+    whether this one may act. The leader publishes its recent real runs in the lease's
+    annotation with each renewal (and at once after a run, through ``nudge``); followers adopt
+    them into their own audit store, so a replica that takes over honours the cooldowns,
+    rate limits, budget and reload history of the one before. A replica that cannot reach the
+    API stops acting once its renew deadline passes, before anyone else may take over.
+    """
+
+    def __init__(
+        self,
+        kube: LeaseApi,
+        store: AuditStore,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration_s: float = 15.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.store = store
+        self.namespace, self.name, self.identity = namespace, name, identity
+        self.duration_s = max(1, round(duration_s))
+        self.clock, self.monotonic = clock, monotonic
+        self.holder: str | None = None
+        self.last_error: str | None = None
+        self.adopted = 0
+        self._valid_until = float("-inf")
+        self._wake = asyncio.Event()
+        self._log = get_logger("tritonguard.leader")
+
+    def is_leader(self) -> bool:
+        """Return True while this replica holds the lease and its renew deadline has not passed."""
+        return self.monotonic() < self._valid_until
+
+    def leader_elsewhere(self) -> str | None:
+        """Return None when this replica may act, else why not (for the audit trail)."""
+        if self.is_leader():
+            return None
+        if self.last_error is not None:
+            return f"cannot reach the leader lease ({self.last_error})"
+        if self.holder and self.holder != self.identity:
+            return f"replica {self.holder} holds the leader lease"
+        return "this replica has not acquired the leader lease yet"
+
+    def nudge(self) -> None:
+        """Publish soon (a run was just recorded): the next leader must know about it."""
+        self._wake.set()
+
+    async def step(self) -> bool:
+        """One election round: renew, or adopt the leader's runs and try to take over."""
+        started = self.monotonic()
+        was_leader = self.is_leader()
+        try:
+            if was_leader and await self.kube.renew_lease(
+                self.namespace, self.name, self.identity, self.duration_s, self._annotations()
+            ):
+                held = True
+            else:
+                await self._adopt()
+                held = await self.kube.try_acquire_lease(
+                    self.namespace, self.name, self.identity, self.duration_s, self._annotations()
+                )
+        except KubernetesError as exc:
+            if self.last_error is None:
+                self._log.warning("leader lease unreachable", error=str(exc), leading=was_leader)
+            self.last_error = str(exc)
+            return self.is_leader()
+        self.last_error = None
+        if held:
+            self._valid_until = started + DEADLINE_FRACTION * self.duration_s
+            self.holder = self.identity
+            if not was_leader:
+                self._log.info("became leader", identity=self.identity, lease=self.name)
+        else:
+            self._valid_until = float("-inf")
+            if was_leader:
+                self._log.warning(
+                    "lost the leader lease", identity=self.identity, holder=self.holder
+                )
+        return held
+
+    async def run(self) -> None:
+        """Keep electing until cancelled (the supervisor stops this task last)."""
+        while True:
+            self._wake.clear()
+            await self.step()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RENEW_FRACTION * self.duration_s):
+                    await self._wake.wait()
+
+    async def release(self) -> None:
+        """Give the lease up at shutdown so another replica leads at once; errors are logged."""
+        if not self.is_leader():
+            return
+        self._valid_until = float("-inf")
+        try:
+            await self.kube.renew_lease(
+                self.namespace, self.name, self.identity, self.duration_s, self._annotations()
+            )
+            await self.kube.release_lease(self.namespace, self.name, self.identity)
+        except KubernetesError as exc:
+            self._log.warning("could not release the leader lease", error=str(exc))
+        else:
+            self._log.info("released the leader lease", identity=self.identity)
+
+    def _annotations(self) -> dict[str, str]:
+        now = self.clock()
+        return {ANNOTATION: encode_runs(self.store.history(now - WINDOW_S), now)}
+
+    async def _adopt(self) -> None:
+        lease = await self.kube.read_lease(self.namespace, self.name)
+        if lease is None:
+            self.holder = None
+            return
+        self.holder = (lease.get("spec") or {}).get("holderIdentity") or None
+        text = ((lease.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+        if not text or self.holder == self.identity:
+            return
+        try:
+            runs = decode_runs(text)
+        except ValueError as exc:
+            # Never guess at another replica's history; say so and keep what we know.
+            self._log.warning(
+                "leader lease annotation unreadable", annotation=ANNOTATION, error=str(exc)
+            )
+            return
+        added = self.store.adopt_runs(runs)
+        if added:
+            self.adopted += added
+            self._log.info("adopted runs from the leader", runs=added, holder=self.holder)

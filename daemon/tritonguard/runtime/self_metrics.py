@@ -1,0 +1,114 @@
+"""The daemon's own Prometheus metrics, kept in an injected registry (not the global one)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.sources.source_status import SourceStatus
+
+
+class SelfMetrics:
+    """Counters and gauges describing scrapes, evaluations, incidents and actions."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.scrape_duration = Histogram(
+            "tritonguard_source_poll_duration_seconds",
+            "Time one poll of one target (scrape or PromQL group) took.",
+            ["source", "target"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        self.scrape_errors = Counter(
+            "tritonguard_source_poll_errors_total",
+            "Polls of a target that returned no data (down, slow, bad exposition).",
+            ["source", "target"],
+            registry=registry,
+        )
+        self.target_up = Gauge(
+            "tritonguard_source_up",
+            "1 when the last poll of the target succeeded, else 0.",
+            ["source", "target"],
+            registry=registry,
+        )
+        self.samples_ingested = Counter(
+            "tritonguard_samples_ingested_total",
+            "Samples handed to the engine.",
+            ["source"],
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "tritonguard_leader",
+            "1 when this replica may run playbooks (it holds the leader lease, or replicas do "
+            "not elect one), else 0.",
+            registry=registry,
+        )
+        self.evaluations = Counter(
+            "tritonguard_evaluations_total", "Engine evaluations.", registry=registry
+        )
+        self.evaluation_duration = Histogram(
+            "tritonguard_evaluation_duration_seconds",
+            "Time one engine evaluation took.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=registry,
+        )
+        self.incident_events = Counter(
+            "tritonguard_incident_events_total",
+            "Incident transitions, by event and cause.",
+            ["event", "cause"],
+            registry=registry,
+        )
+        self.open_incidents = Gauge(
+            "tritonguard_open_incidents",
+            "Incidents open now, by cause.",
+            ["cause"],
+            registry=registry,
+        )
+        self.actions = Counter(
+            "tritonguard_actions_total",
+            "Playbook step records, by status (ok, planned, skipped, failed, ...).",
+            ["status"],
+            registry=registry,
+        )
+        self.task_restarts = Counter(
+            "tritonguard_task_restarts_total",
+            "Root tasks restarted after a crash.",
+            ["task"],
+            registry=registry,
+        )
+        self.alerts_received = Counter(
+            "tritonguard_alertmanager_alerts_total",
+            "Alerts received on the Alertmanager webhook, by status.",
+            ["status"],
+            registry=registry,
+        )
+        self._causes_seen: set[str] = set()
+
+    def observe_statuses(self, statuses: Iterable[SourceStatus]) -> None:
+        """Record one poll's per-target outcomes."""
+        for status in statuses:
+            self.scrape_duration.labels(status.source, status.target).observe(status.duration_s)
+            self.target_up.labels(status.source, status.target).set(1.0 if status.ok else 0.0)
+            if not status.ok:
+                self.scrape_errors.labels(status.source, status.target).inc()
+
+    def observe_events(self, events: Iterable[IncidentEvent]) -> None:
+        """Count incident transitions."""
+        for event in events:
+            self.incident_events.labels(event.event, event.cause).inc()
+
+    def set_open_incidents(self, incidents: Iterable[IncidentEvent]) -> None:
+        """Set the open-incident gauge; causes that closed drop back to 0 rather than vanish."""
+        tally = Tally(event.cause for event in incidents)
+        self._causes_seen.update(tally)
+        for cause in self._causes_seen:
+            self.open_incidents.labels(cause).set(tally.get(cause, 0))
+
+    def observe_actions(self, records: Iterable[dict[str, object]]) -> None:
+        """Count playbook step records by their ``status`` field."""
+        for record in records:
+            self.actions.labels(str(record.get("status", "unknown"))).inc()

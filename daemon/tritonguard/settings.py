@@ -1,0 +1,347 @@
+"""Daemon settings: defaults, a YAML/TOML config file, ``TRITONGUARD_*`` env and CLI overrides."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from tritonguard.core.thresholds import Thresholds
+
+CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
+ENV_PREFIX = "TRITONGUARD_"
+
+# The parsed config file for the Settings() call in progress. pydantic-settings builds its
+# sources inside the class, so the file contents reach it through this context variable.
+_FILE_DATA: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "tritonguard_config_file_data", default=None
+)
+
+
+class SettingsError(ValueError):
+    """Settings could not be loaded; the message is one line naming the file or variable."""
+
+
+def _check_http_url(value: str, what: str, example: str = "http://host:8002/metrics") -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{what} must be an http(s) URL such as {example}")
+    return value
+
+
+class TargetSettings(BaseModel):
+    """One Triton server to watch: where its metrics are and who it is in the cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="Short name used in logs and the daemon's metrics.")
+    metrics_url: str = Field(description="Full URL of the /metrics endpoint (Triton: port 8002).")
+    triton_url: str | None = Field(
+        default=None, description="HTTP API base URL (port 8000) for model configs and reloads."
+    )
+    namespace: str = Field(default="", description="Kubernetes namespace label added to samples.")
+    pod: str = Field(default="", description="Pod label added to samples.")
+    access_token: SecretStr | None = Field(
+        default=None, description="Sent as `triton-access-token` to Triton's restricted APIs."
+    )
+    honor_labels: bool = Field(
+        default=False,
+        description="Keep the exporter's own namespace/pod/instance labels (kube-state-metrics).",
+    )
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics_url_is_http(cls, value: str) -> str:
+        return _check_http_url(value, "metrics_url")
+
+    @field_validator("triton_url")
+    @classmethod
+    def _triton_url_is_http(cls, value: str | None) -> str | None:
+        return (
+            None
+            if value is None
+            else _check_http_url(value, "triton_url", "http://host:8000").rstrip("/")
+        )
+
+    @property
+    def instance(self) -> str:
+        """Return ``host:port`` of the metrics URL, Prometheus's ``instance`` label."""
+        parts = urlsplit(self.metrics_url)
+        if parts.port is not None:
+            return parts.netloc.rsplit("@", 1)[-1]
+        port = 443 if parts.scheme == "https" else 80
+        return f"{parts.hostname}:{port}"
+
+
+class SlackSettings(BaseModel):
+    """Where diagnoses are posted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr | None = None
+    channel: str | None = None
+    base_url: str = "https://slack.com/api/"
+
+
+class KubeSettings(BaseModel):
+    """How the daemon talks to the Kubernetes API and elects a leader among its replicas."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    in_cluster: bool = Field(default=False, description="Use the pod's service account.")
+    kubeconfig: Path | None = None
+    namespace: str = Field(default="tritonguard", description="Where the leader lease lives.")
+    leader_election: bool = Field(
+        default=False, description="Only the replica holding the lease runs playbooks."
+    )
+    lease_name: str = "tritonguard-leader"
+    lease_duration_s: float = Field(default=15.0, ge=3)
+    identity: str | None = Field(
+        default=None, description="This replica's name in the lease; default: the pod's hostname."
+    )
+
+    @model_validator(mode="after")
+    def _election_needs_api(self) -> KubeSettings:
+        if self.leader_election and not (self.in_cluster or self.kubeconfig is not None):
+            raise ValueError(
+                "kube.leader_election needs the Kubernetes API: set kube.in_cluster: true "
+                "or kube.kubeconfig"
+            )
+        return self
+
+
+class Settings(BaseSettings):
+    """Everything the daemon needs; precedence: CLI > environment > config file > defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    targets: list[TargetSettings] = Field(default_factory=list)
+    scrape_interval_s: float = Field(default=15.0, gt=0)
+    scrape_timeout_s: float = Field(default=5.0, gt=0)
+    scrape_jitter_s: float = Field(default=1.0, ge=0)
+    max_concurrent_scrapes: int = Field(default=32, ge=1)
+    prometheus_url: str | None = None
+    prometheus_timeout_s: float = Field(default=10.0, gt=0)
+    prometheus_interval_s: float = Field(default=15.0, gt=0)
+    prometheus_backfill_s: float = Field(
+        default=300.0, ge=0, description="History read from Prometheus on the first tick."
+    )
+    evaluation_interval_s: float = Field(default=5.0, gt=0)
+    model_config_refresh_s: float = Field(default=300.0, gt=0)
+    triton_timeout_s: float = Field(default=5.0, gt=0)
+    playbook_dirs: list[Path] = Field(default_factory=list)
+    dry_run: bool = True
+    action_budget_per_hour: int = Field(
+        default=20,
+        ge=1,
+        description="Daemon-wide cap on playbook runs in any hour, across all playbooks.",
+    )
+    audit_db_path: Path = Path("tritonguard-audit.sqlite3")
+    listen: str = "0.0.0.0:9108"
+    shutdown_grace_s: float = Field(default=20.0, gt=0)
+    log_level: str = "info"
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    kube: KubeSettings = Field(default_factory=KubeSettings)
+    thresholds: Thresholds = Field(
+        default_factory=Thresholds,
+        description="Engine thresholds (daemon/tritonguard/core/thresholds.py).",
+    )
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_url_is_http(cls, value: str | None) -> str | None:
+        return (
+            None
+            if value is None
+            else _check_http_url(value, "prometheus_url", "http://prometheus:9090").rstrip("/")
+        )
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_host_port(cls, value: str) -> str:
+        split_listen(value)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level_is_known(cls, value: str) -> str:
+        level = value.lower()
+        if level not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError("log_level must be one of debug, info, warning, error, critical")
+        return level
+
+    @field_validator("targets")
+    @classmethod
+    def _target_names_unique(cls, value: list[TargetSettings]) -> list[TargetSettings]:
+        names = [t.name for t in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"target names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Put the config file below the environment, and ignore .env and secrets dirs."""
+        file_data = _FILE_DATA.get() or {}
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, file_data))
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[::1]:9108`` for IPv6); raise ValueError if malformed."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"listen must be host:port such as 0.0.0.0:9108, got {listen!r}")
+    return host.strip("[]") or "0.0.0.0", int(port_text)
+
+
+def target_from_url(url: str, *, namespace: str = "", pod: str = "") -> TargetSettings:
+    """Build a target from a bare metrics URL (``--target``); the name is its ``host:port``."""
+    try:
+        _check_http_url(url, "--target")
+    except ValueError as exc:
+        raise SettingsError(f"--target {url!r}: {exc}") from None
+    parts = urlsplit(url)
+    metrics_url = url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
+    return TargetSettings(name=parts.netloc, metrics_url=metrics_url, namespace=namespace, pod=pod)
+
+
+def _yaml_node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
+    """Return the 1-based line of the YAML node at ``loc``, or the deepest ancestor found."""
+    node = root
+    line = None if node is None else node.start_mark.line + 1
+    for key in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
+                    child = value_node
+                    line = key_node.start_mark.line + 1
+                    break
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(key, int)
+            and 0 <= key < len(node.value)
+        ):
+            child = node.value[key]
+            line = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return line
+
+
+def _read_config_file(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
+    """Parse a YAML or TOML config file into a mapping plus the YAML node tree (for lines)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: config file is not UTF-8 text") from None
+    if path.suffix.lower() == ".toml":
+        try:
+            return tomllib.loads(text), None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{path}: invalid TOML: {exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SettingsError(f"{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}, node
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}:1: config file must be a mapping of setting names to values")
+    return data, node
+
+
+def _describe_error(
+    exc: ValidationError, path: Path | None, node: yaml.Node | None, file_keys: set[str]
+) -> str:
+    """Turn the first validation error into one line naming where the bad value came from."""
+    err = exc.errors()[0]
+    loc = [part for part in err["loc"] if isinstance(part, int | str)]
+    dotted = ".".join(str(part) for part in loc) or "settings"
+    message = err["msg"].removeprefix("Value error, ")
+    top = str(loc[0]) if loc else ""
+    env_name = ENV_PREFIX + top.upper()
+    if top and any(name.upper().startswith(env_name) for name in os.environ):
+        where = f"environment {env_name}"
+    elif path is not None and top in file_keys:
+        line = _yaml_node_line(node, loc)
+        where = f"{path}:{line}" if line is not None else str(path)
+    else:
+        where = "settings"
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{where}: {dotted}: {message}{suffix}; fix the value and retry"
+
+
+@contextmanager
+def _file_data(data: dict[str, Any]) -> Iterator[None]:
+    token = _FILE_DATA.set(data)
+    try:
+        yield
+    finally:
+        _FILE_DATA.reset(token)
+
+
+def load_settings(
+    config_path: Path | str | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Load settings from ``config_path`` (or ``$TRITONGUARD_CONFIG``), env and overrides.
+
+    Raises SettingsError with a one-line message naming the file, line or variable at fault.
+    """
+    raw_path = config_path if config_path is not None else os.environ.get(CONFIG_ENV_VAR)
+    path = Path(raw_path) if raw_path else None
+    data: dict[str, Any] = {}
+    node: yaml.Node | None = None
+    if path is not None:
+        data, node = _read_config_file(path)
+    clean_overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    try:
+        with _file_data(data):
+            return Settings(**clean_overrides)
+    except ValidationError as exc:
+        raise SettingsError(_describe_error(exc, path, node, set(data))) from None
+    except ValueError as exc:
+        # pydantic-settings reports malformed JSON in complex env values as a plain ValueError.
+        raise SettingsError(f"environment: {str(exc).splitlines()[0]}") from None

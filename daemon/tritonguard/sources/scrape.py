@@ -1,0 +1,131 @@
+"""Direct scrape source: Triton `/metrics` endpoints to samples labelled like Prometheus would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
+from tritonguard.core.exposition import ExpositionError, parse_exposition
+from tritonguard.core.samples import Sample
+from tritonguard.settings import TargetSettings
+from tritonguard.sources.source_status import PollResult, SourceStatus
+
+# Prometheus's sample_limit: a runaway exporter must not exhaust the daemon's memory.
+DEFAULT_SAMPLE_LIMIT = 200_000
+
+
+def target_labels(target: TargetSettings) -> tuple[tuple[str, str], ...]:
+    """Return the labels a scrape of ``target`` adds to every sample (empty ones are omitted)."""
+    pairs = (("instance", target.instance), ("namespace", target.namespace), ("pod", target.pod))
+    return tuple((name, value) for name, value in pairs if value)
+
+
+def relabel(sample: Sample, extra: tuple[tuple[str, str], ...], *, honor_labels: bool) -> Sample:
+    """Attach target labels as Prometheus does.
+
+    On a clash the exporter's label is kept as ``exported_<name>`` (``honor_labels: false``,
+    Prometheus's default) or wins outright (``honor_labels: true``, for exporters such as
+    kube-state-metrics whose ``namespace``/``pod`` labels describe other pods).
+    """
+    existing = dict(sample.labels)
+    for name, value in extra:
+        if name in existing:
+            if honor_labels:
+                continue
+            existing[f"exported_{name}"] = existing[name]
+        existing[name] = value
+    return Sample(
+        name=sample.name,
+        labels=tuple(sorted(existing.items())),
+        value=sample.value,
+        timestamp=sample.timestamp,
+    )
+
+
+class ScrapeSource:
+    """Scrape static targets each poll; a failed scrape yields no samples and an error status.
+
+    Giving no samples for a failed target is what makes its series go stale in the engine:
+    missing data stays unknown and is never read as zero.
+    """
+
+    name = "scrape"
+
+    def __init__(
+        self,
+        targets: Sequence[TargetSettings],
+        scraper: MetricsScraper,
+        *,
+        interval_s: float = 15.0,
+        keep: Callable[[str], bool] | None = None,
+        sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+    ) -> None:
+        self.interval_s = interval_s
+        self._targets = list(targets)
+        self._scraper = scraper
+        self._keep = keep
+        self._sample_limit = sample_limit
+        self._scrape_targets = [ScrapeTarget(name=t.name, url=t.metrics_url) for t in targets]
+
+    @property
+    def targets(self) -> list[TargetSettings]:
+        """Return the configured targets."""
+        return list(self._targets)
+
+    async def poll(self) -> PollResult:
+        """Scrape every target once, concurrently."""
+        results = await self._scraper.scrape_all(self._scrape_targets)
+        samples: list[Sample] = []
+        statuses: list[SourceStatus] = []
+        for target, result in zip(self._targets, results, strict=True):
+            converted, status = self.convert(target, result)
+            samples.extend(converted)
+            statuses.append(status)
+        return PollResult(samples=samples, statuses=statuses)
+
+    def convert(
+        self, target: TargetSettings, result: ScrapeResult
+    ) -> tuple[list[Sample], SourceStatus]:
+        """Parse one scrape result into relabelled samples, or an error status."""
+        if not result.ok or result.text is None:
+            return [], self._status(target, result, error=result.error or "no body")
+        try:
+            exposition = parse_exposition(
+                result.text,
+                source=target.metrics_url,
+                default_timestamp=result.timestamp,
+                max_samples=self._sample_limit,
+            )
+        except ExpositionError as exc:
+            # Prometheus drops the whole scrape of an unparsable exposition; so do we.
+            return [], self._status(target, result, error=f"bad exposition: {exc}")
+        extra = target_labels(target)
+        keep = self._keep
+        samples = [
+            relabel(s, extra, honor_labels=target.honor_labels)
+            for s in exposition.samples
+            if keep is None or keep(s.name)
+        ]
+        return samples, self._status(target, result, samples=len(samples))
+
+    def _status(
+        self,
+        target: TargetSettings,
+        result: ScrapeResult,
+        *,
+        samples: int = 0,
+        error: str | None = None,
+    ) -> SourceStatus:
+        return SourceStatus(
+            source=self.name,
+            target=target.name,
+            ok=error is None,
+            at=result.timestamp,
+            duration_s=result.duration_s,
+            samples=samples,
+            error=error,
+        )
+
+    async def close(self) -> None:
+        """Close the scraper's HTTP session."""
+        await self._scraper.close()
