@@ -28,6 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
 
 CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
@@ -84,6 +85,11 @@ class TargetSettings(BaseModel):
             if value is None
             else _check_http_url(value, "triton_url", "http://host:8000").rstrip("/")
         )
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """Return the (namespace, pod) key its subjects carry: the pod, else ``instance``."""
+        return identity(self.namespace, self.pod, self.instance)
 
     @property
     def instance(self) -> str:

@@ -44,7 +44,8 @@ from tritonguard.lab.repository import (
 )
 from tritonguard.lab.triton_server import TritonServer
 from tritonguard.runtime.daemon_app import DaemonApp
-from tritonguard.runtime.playbook_runner import SHIPPED_PLAYBOOKS, PlaybookRunner, build_runner
+from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS
+from tritonguard.runtime.playbook_service import PlaybookService, build_service
 from tritonguard.settings import Settings, SlackSettings, TargetSettings
 
 pytestmark = pytest.mark.live
@@ -335,15 +336,18 @@ class Lab:
     server: TritonServer
     gen: LoadGenerator
     app: DaemonApp
-    runner: PlaybookRunner
+    service: PlaybookService
     client: TritonClient
     slack: FakeSlack
     repo: Path
     loads: list[asyncio.Task[LoadStats]] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every audit decision so far."""
-        return self.runner.dispatcher.store.decisions()
+        """Every audit decision so far, in the JSON form the API shows."""
+        return [
+            dict(r.as_dict(), incident_id=r.incident_id, guard=r.guard)
+            for r in self.service.store.decisions()
+        ]
 
     def row(self, action: str, *statuses: str, reason: str | None = None) -> dict[str, Any] | None:
         """Return the first decision on ``action`` with one of ``statuses`` (and ``reason``)."""
@@ -355,7 +359,7 @@ class Lab:
 
     def incidents(self, cause: str) -> list[dict[str, Any]]:
         """Return the stored incidents of one cause, oldest first."""
-        rows = self.runner.dispatcher.store.incidents()
+        rows = self.service.store.incidents()
         return sorted((i for i in rows if i["cause"] == cause), key=lambda i: i["opened_at"])
 
     def load(self, spec: LoadSpec) -> None:
@@ -433,11 +437,11 @@ async def lab(
             slack=SlackSettings(token=slack.token, channel=CHANNEL, base_url=slack.base_url),
         )
         engine = Engine(EngineConfig(thresholds=settings.thresholds))
-        runner = build_runner(settings, engine)
-        app = DaemonApp(settings, engine=engine, playbooks=runner)
-        runner.on_change = app.refresh_model_configs
+        service = build_service(settings, engine)
+        app = DaemonApp(settings, engine=engine, playbooks=service)
+        service.on_change = app.refresh_model_configs
         task = asyncio.create_task(app.run(install_signals=False))
-        the_lab = Lab(server, gen, app, runner, client, slack, repo)
+        the_lab = Lab(server, gen, app, service, client, slack, repo)
         try:
             yield the_lab
         finally:

@@ -9,15 +9,18 @@ from typing import Any
 
 import pytest
 
+from tests.playbook_harness import StaticFeatures, handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_decisions import successors
 from tritonguard.core.playbook_model import Playbook, load_playbooks_text
 from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
 from tritonguard.lab.triton_server import TritonServer
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.runtime.playbook_executor import ExecutorEnv
+from tritonguard.runtime.playbook_stage import PlaybookStage
 
 pytestmark = pytest.mark.live
 
@@ -57,10 +60,10 @@ def book(text: str) -> Playbook:
     return load_playbooks_text(text, "test.yaml", catalog())[0]
 
 
-def event(model: str, kind: str = "opened", at: float = 1000.0) -> IncidentEvent:
+def event(model: str, at: float = 1000.0) -> IncidentEvent:
     """Return an incident on ``model`` as the engine would emit it."""
     return IncidentEvent(
-        event=kind,  # type: ignore[arg-type]
+        event="opened",
         incident_id=f"inc-{model}-{next(_ids)}",
         cause="batching_delay",
         subject=Subject("", model),
@@ -79,18 +82,17 @@ def dispatcher(
     store: AuditStore,
     *,
     dry_run: bool = False,
-    features: dict[str, float] | None = None,
+    value: float | None = None,
     budget: int = 20,
-) -> Dispatcher:
-    """Return a dispatcher wired to the real server; ``features`` are the engine's values."""
-    values = features or {}
-    env = DispatchEnv(
+) -> PlaybookStage:
+    """Return the playbook stage wired to the real server; ``value`` is every feature's value."""
+    env = ExecutorEnv(
         triton_for=lambda s: triton,
-        feature_value=lambda s, name, t: values.get(name),
+        features=StaticFeatures(value),
         sleep=_no_wait,
         clock=lambda: 1000.0,
     )
-    return Dispatcher(
+    return stage(
         books,
         store,
         settings=GuardSettings(dry_run=dry_run, action_budget_per_hour=budget),
@@ -131,16 +133,16 @@ async def test_update_config_lowers_queue_delay_on_live_server(triton: TritonCli
     """The playbook reloads the model with the patch and the config read back shows it."""
     await set_delay(triton, "batchy", 20000)
     store = AuditStore()
-    records = await dispatcher([book(LOWER_DELAY)], triton, store).handle(event("batchy"))
-    assert [r["status"] for r in records] == ["ran"]
-    assert records[0]["detail"]["changes"] == [
+    records = await handle(dispatcher([book(LOWER_DELAY)], triton, store), event("batchy"))
+    assert [r.status for r in records] == ["ran"]
+    assert records[0].detail["changes"] == [
         {"path": "dynamic_batching.max_queue_delay_microseconds", "old": 20000, "new": 500}
     ]
     assert await delay(triton, "batchy") == 500
     assert await triton.model_ready("batchy")
-    undo = store.pending_undos(store.decisions()[0]["incident_id"])
-    assert [u[2] for u in undo] == ["triton.load"]
-    assert undo[0][3]["config"]["dynamic_batching"]["max_queue_delay_microseconds"] == 20000
+    undo = store.pending_undos(store.decisions()[0].incident_id)
+    assert [u.action for u in undo] == ["triton.load"]
+    assert undo[0].params["config"]["dynamic_batching"]["max_queue_delay_microseconds"] == 20000
 
 
 async def test_dry_run_changes_nothing_on_the_server(triton: TritonClient) -> None:
@@ -148,13 +150,13 @@ async def test_dry_run_changes_nothing_on_the_server(triton: TritonClient) -> No
     await set_delay(triton, "batchy", 20000)
     before = await triton.model_config("batchy")
     store = AuditStore()
-    records = await dispatcher([book(LOWER_DELAY)], triton, store, dry_run=True).handle(
-        event("batchy")
+    records = await handle(
+        dispatcher([book(LOWER_DELAY)], triton, store, dry_run=True), event("batchy")
     )
-    assert [r["status"] for r in records] == ["planned"]
-    assert records[0]["detail"]["changes"][0]["new"] == 500
+    assert [r.status for r in records] == ["planned"]
+    assert records[0].detail["changes"][0]["new"] == 500
     assert await triton.model_config("batchy") == before
-    assert store.decisions()[0]["dry_run"] is True
+    assert store.decisions()[0].dry_run is True
 
 
 async def test_unhelpful_fix_is_rolled_back(triton: TritonClient) -> None:
@@ -168,14 +170,14 @@ verify:
   checks: [{feature: queue_share, below: 0.3}]
 """
     )
-    disp = dispatcher([book(text)], triton, AuditStore(), features={"queue_share": 0.8})
-    records = await disp.handle(event("batchy"))
-    assert [(r["action"], r["status"]) for r in records] == [
+    disp = dispatcher([book(text)], triton, AuditStore(), value=0.8)
+    records = await handle(disp, event("batchy"))
+    assert [(r.action, r.status) for r in records] == [
         ("triton.update_config", "ran"),
         ("verify", "failed"),
         ("triton.load", "rolled_back"),
     ]
-    assert "queue_share=0.8 is not below 0.3" in records[1]["reason"]
+    assert "queue_share=0.8 is not below 0.3" in records[1].reason
     assert await delay(triton, "batchy") == 20000
 
 
@@ -183,9 +185,9 @@ async def test_helpful_fix_passes_verify_and_stays(triton: TritonClient) -> None
     """When verify sees the feature within bounds the change is kept."""
     await set_delay(triton, "batchy", 20000)
     text = LOWER_DELAY + "verify: {wait: 1s, checks: [{feature: queue_share, below: 0.3}]}\n"
-    disp = dispatcher([book(text)], triton, AuditStore(), features={"queue_share": 0.1})
-    records = await disp.handle(event("batchy"))
-    assert [r["status"] for r in records] == ["ran", "ran"]
+    disp = dispatcher([book(text)], triton, AuditStore(), value=0.1)
+    records = await handle(disp, event("batchy"))
+    assert [r.status for r in records] == ["ran", "ran"]
     assert await delay(triton, "batchy") == 500
 
 
@@ -194,9 +196,9 @@ async def test_bounds_block_the_change_and_leave_the_server_alone(triton: Triton
     await set_delay(triton, "batchy", 20000)
     bounds = "bounds: {dynamic_batching.max_queue_delay_microseconds: {max: 50000}}"
     text = LOWER_DELAY.replace("500}", "900000}").replace("10m}", f"10m, {bounds}}}")
-    records = await dispatcher([book(text)], triton, AuditStore()).handle(event("batchy"))
-    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "bounds")]
-    assert "above its bound max=50000" in records[0]["reason"]
+    records = await handle(dispatcher([book(text)], triton, AuditStore()), event("batchy"))
+    assert [(r.status, r.guard) for r in records] == [("skipped", "bounds")]
+    assert "above its bound max=50000" in records[0].reason
     assert await delay(triton, "batchy") == 20000
 
 
@@ -215,13 +217,13 @@ steps:
 """
     disp = dispatcher([book(text)], triton, AuditStore())
     opened = event("shed")
-    assert [r["status"] for r in await disp.handle(opened)] == ["ran"]
+    assert [r.status for r in await handle(disp, opened)] == ["ran"]
     policy = (await triton.model_config("shed"))["dynamic_batching"]["default_queue_policy"]
     assert policy["timeout_action"] == "REJECT"
     assert int(policy["max_queue_size"]) == 4
     assert int(policy["default_timeout_microseconds"]) == 200000
-    records = await disp.handle(_resolved(opened))
-    assert [(r["action"], r["status"], r["phase"]) for r in records] == [
+    records = await handle(disp, _resolved(opened))
+    assert [(r.action, r.status, r.phase) for r in records] == [
         ("triton.update_config", "ran", "restore")
     ]
     assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
@@ -244,13 +246,13 @@ async def test_restore_on_resolve_keeps_changes_made_while_shedding(
     before = await triton.model_config("shed")
     disp = dispatcher([book(SHED)], triton, AuditStore())
     opened = event("shed")
-    assert [r["status"] for r in await disp.handle(opened)] == ["ran"]
+    assert [r.status for r in await handle(disp, opened)] == ["ran"]
     # Meanwhile someone (another playbook, an operator) adds an instance.
     grown = await triton.model_config("shed")
     grown["instance_group"][0]["count"] = int(grown["instance_group"][0]["count"]) + 1
     await triton.load("shed", grown)
-    records = await disp.handle(_resolved(opened))
-    assert [(r["action"], r["status"]) for r in records] == [("triton.update_config", "ran")]
+    records = await handle(disp, _resolved(opened))
+    assert [(r.action, r.status) for r in records] == [("triton.update_config", "ran")]
     after = await triton.model_config("shed")
     assert after["dynamic_batching"] == before["dynamic_batching"]
     assert int(after["instance_group"][0]["count"]) == int(before["instance_group"][0]["count"]) + 1
@@ -264,7 +266,7 @@ async def test_restore_waits_while_the_subject_is_handed_to_another_cause(
     before = await triton.model_config("shed")
     disp = dispatcher([book(SHED)], triton, AuditStore())
     first = event("shed")
-    assert [r["status"] for r in await disp.handle(first)] == ["ran"]
+    assert [r.status for r in await handle(disp, first)] == ["ran"]
     resolved = _resolved(first)
     successor = IncidentEvent(
         event="opened",
@@ -278,16 +280,14 @@ async def test_restore_waits_while_the_subject_is_handed_to_another_cause(
         fix=Fix("add an instance"),
         opened_at=resolved.at,
     )
-    assert Dispatcher.successors([resolved, successor]) == {first.incident_id: successor}
-    handed = disp.hand_over(resolved, successor)
-    assert [(r["action"], r["status"]) for r in handed] == [("triton.update_config", "deferred")]
-    assert successor.incident_id in handed[0]["reason"]
-    assert await disp.handle(resolved) == []
+    assert successors([resolved, successor]) == {first.incident_id: successor}
+    handed = (await disp.run_step([resolved, successor], resolved.at))[first.incident_id]
+    assert [(r.action, r.status) for r in handed] == [("triton.update_config", "deferred")]
+    assert successor.incident_id in handed[0].reason
     policy = (await triton.model_config("shed"))["dynamic_batching"]["default_queue_policy"]
     assert policy["timeout_action"] == "REJECT"  # still shedding: the overload goes on
-    await disp.handle(successor)
-    records = await disp.handle(_resolved(successor))
-    assert [(r["action"], r["status"]) for r in records] == [("triton.update_config", "ran")]
+    records = await handle(disp, _resolved(successor))
+    assert [(r.action, r.status) for r in records] == [("triton.update_config", "ran")]
     assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
 
 
@@ -321,9 +321,9 @@ steps:
   - action: triton.warmup
     params: {requests: 5, batch_size: 2}
 """
-    records = await dispatcher([book(text)], triton, AuditStore()).handle(event("warm"))
-    assert records[0]["status"] == "ran", records[0]["reason"]
-    assert records[0]["detail"]["requests"] == 5
+    records = await handle(dispatcher([book(text)], triton, AuditStore()), event("warm"))
+    assert records[0].status == "ran", records[0].reason
+    assert records[0].detail["requests"] == 5
     assert count(await triton.model_stats("warm")) - before == 10
 
 
@@ -344,20 +344,20 @@ async def test_cooldown_and_budget_hold_across_a_restart(
     text = LOWER_DELAY.replace("lower-delay", "guarded")
     await set_delay(triton, "guarded", 20000)
     first = dispatcher([book(text)], triton, AuditStore(db), budget=2)
-    assert [r["status"] for r in await first.handle(event("guarded"))] == ["ran"]
+    assert [r.status for r in await handle(first, event("guarded"))] == ["ran"]
     first.store.close()
     await set_delay(triton, "guarded", 20000)
 
     restarted = dispatcher([book(text)], triton, AuditStore(db), budget=2)
-    again = await restarted.handle(event("guarded"))
-    assert [(r["status"], r.get("guard")) for r in again] == [("skipped", "cooldown")]
+    again = await handle(restarted, event("guarded"))
+    assert [(r.status, r.guard) for r in again] == [("skipped", "cooldown")]
     assert await delay(triton, "guarded") == 20000
     # A second model spends the last unit of budget; a third is refused by the budget.
     other = text.replace("cooldown: 10m", "cooldown: 1s")
     second = dispatcher([book(other)], triton, restarted.store, budget=2)
-    assert [r["status"] for r in await second.handle(event("batchy"))] == ["ran"]
-    third = await second.handle(event("shed"))
-    assert [(r["status"], r.get("guard")) for r in third] == [("skipped", "budget")]
+    assert [r.status for r in await handle(second, event("batchy"))] == ["ran"]
+    third = await handle(second, event("shed"))
+    assert [(r.status, r.guard) for r in third] == [("skipped", "budget")]
 
 
 async def mean_queue_us(triton: TritonClient, model: str, requests: int) -> float:
@@ -393,19 +393,24 @@ async def test_lowering_the_batch_delay_cuts_real_queue_time_and_verify_passes(
     text = LOWER_DELAY.replace("lower-delay", "slowq") + (
         "verify: {wait: 5s, checks: [{feature: mean_queue_us, below: 5000}]}\n"
     )
-    disp = Dispatcher(
+
+    class Measured(StaticFeatures):
+        def feature_value(self, subject: Subject, name: str, now: float) -> float | None:
+            return measured.get(name)
+
+    disp = stage(
         [book(text)],
         AuditStore(),
         settings=GuardSettings(dry_run=False),
-        env=DispatchEnv(
+        env=ExecutorEnv(
             triton_for=lambda s: triton,
-            feature_value=lambda s, name, t: measured.get(name),
+            features=Measured(),
             sleep=traffic_during_wait,
             clock=lambda: 1000.0,
         ),
     )
-    records = await disp.handle(event("slowq"))
-    assert [(r["action"], r["status"]) for r in records] == [
+    records = await handle(disp, event("slowq"))
+    assert [(r.action, r.status) for r in records] == [
         ("triton.update_config", "ran"),
         ("verify", "ran"),
     ]
@@ -430,8 +435,8 @@ async def test_add_warmup_writes_model_warmup_from_the_inputs_and_reloads(
     before = await triton.model_config("cold")
     assert not before.get("model_warmup")
     store = AuditStore()
-    records = await dispatcher([book(ADD_WARMUP)], triton, store).handle(event("cold"))
-    assert [r["status"] for r in records] == ["ran"], records
+    records = await handle(dispatcher([book(ADD_WARMUP)], triton, store), event("cold"))
+    assert [r.status for r in records] == ["ran"], records
     after = await triton.model_config("cold")
     [sample] = after["model_warmup"]
     inputs = {i["name"]: i for i in before["input"]}
@@ -443,5 +448,5 @@ async def test_add_warmup_writes_model_warmup_from_the_inputs_and_reloads(
     assert int(sample["batch_size"]) == int(before["max_batch_size"])
     assert int(sample["count"]) == 4
     assert await triton.model_ready("cold")
-    again = await dispatcher([book(ADD_WARMUP)], triton, AuditStore()).handle(event("cold"))
-    assert again[0]["detail"]["note"] == "model_warmup already configured"
+    again = await handle(dispatcher([book(ADD_WARMUP)], triton, AuditStore()), event("cold"))
+    assert again[0].detail["note"] == "model_warmup already configured"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.playbook_harness import handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
@@ -9,7 +10,7 @@ from tritonguard.core.playbook_model import load_playbooks_text
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import parse_webhook
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
+from tritonguard.runtime.playbook_executor import ExecutorEnv
 
 PLAYBOOK = """
 name: page-on-slo-burn
@@ -63,21 +64,22 @@ async def test_alert_named_playbook_runs_only_while_its_alert_fires_for_the_subj
     """No alert: nothing planned; firing for the model: planned; other model or resolved: not."""
     alerts = AlertBook(clock=lambda: 1000.0)
     books = load_playbooks_text(PLAYBOOK, "alerts.yaml", catalog())
-    disp = Dispatcher(
+    on = stage(
         books,
         AuditStore(),
         settings=GuardSettings(dry_run=True),
-        env=DispatchEnv(alerts_for=alerts.names_for, clock=lambda: 1000.0),
+        env=ExecutorEnv(clock=lambda: 1000.0),
+        alerts_for=alerts.names_for,
     )
-    assert await disp.handle(_incident(1), 1001.0) == []
+    assert await handle(on, _incident(1), 1001.0) == []
 
     alerts.update(parse_webhook(_webhook("firing", namespace="prod", model="resnet")))
-    planned = await disp.handle(_incident(2), 1002.0)
-    assert [(r["action"], r["status"]) for r in planned] == [("slack.post", "planned")]
-    assert await disp.handle(_incident(3, model="bert"), 1003.0) == []
+    planned = await handle(on, _incident(2), 1002.0)
+    assert [(r.action, r.status) for r in planned] == [("slack.post", "planned")]
+    assert await handle(on, _incident(3, model="bert"), 1003.0) == []
 
     alerts.update(parse_webhook(_webhook("resolved", namespace="prod", model="resnet")))
-    assert await disp.handle(_incident(4), 1004.0) == []
+    assert await handle(on, _incident(4), 1004.0) == []
 
 
 def test_forgotten_resolution_expires() -> None:

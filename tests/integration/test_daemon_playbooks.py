@@ -15,22 +15,24 @@ import pytest
 from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
 from tests.fixtures_prometheus import MetricsServer
+from tests.playbook_harness import StaticFeatures, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.cli.main import main
 from tritonguard.clients.triton_api import TritonClient
+from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine, EngineConfig
-from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.findings import EventKind, Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import load_playbooks_text
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.daemon_app import DaemonApp
-from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
-from tritonguard.runtime.playbook_runner import (
-    SHIPPED_PLAYBOOKS,
-    PlaybookRunner,
+from tritonguard.runtime.playbook_executor import ExecutorEnv
+from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS
+from tritonguard.runtime.playbook_service import (
+    PlaybookService,
     TritonDirectory,
-    build_runner,
+    build_service,
     flight_recorder_dir,
     playbook_dirs,
 )
@@ -130,13 +132,13 @@ def slack_of(fake: FakeSlack) -> SlackSettings:
     return SlackSettings(token=fake.token, channel="#tritonguard-alerts", base_url=fake.base_url)
 
 
-def daemon(s: Settings) -> tuple[DaemonApp, PlaybookRunner]:
+def daemon(s: Settings) -> tuple[DaemonApp, PlaybookService]:
     """Build the daemon as `tritonguard run` does."""
     engine = Engine(EngineConfig(thresholds=s.thresholds))
-    runner = build_runner(s, engine)
-    app = DaemonApp(s, engine=engine, playbooks=runner)
-    runner.on_change = app.refresh_model_configs
-    return app, runner
+    service = build_service(s, engine)
+    app = DaemonApp(s, engine=engine, playbooks=service)
+    service.on_change = app.refresh_model_configs
+    return app, service
 
 
 async def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
@@ -163,9 +165,9 @@ async def running(app: DaemonApp) -> AsyncIterator[str]:
         await asyncio.wait_for(task, timeout=15)
 
 
-def decisions(runner: PlaybookRunner) -> list[dict[str, Any]]:
+def decisions(service: PlaybookService) -> list[ActionRecord]:
     """Every decision of the daemon's audit trail."""
-    return runner.dispatcher.store.decisions()
+    return service.store.decisions()
 
 
 @pytest.fixture
@@ -188,7 +190,7 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
     assert s.dry_run is True
     app, runner = daemon(s)
     async with running(app) as base, aiohttp.ClientSession() as http:
-        await wait_for(lambda: any(d["status"] == "planned" for d in decisions(runner)))
+        await wait_for(lambda: any(d.status == "planned" for d in decisions(runner)))
         async with http.get(f"{base}/api/incidents") as resp:
             body = await resp.json()
     [incident] = body["incidents"]
@@ -205,9 +207,7 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
     # The plan is in the SQLite file, not just in memory.
     stored = AuditStore(s.audit_db_path)
     try:
-        assert [(d["action"], d["status"]) for d in stored.decisions()] == [
-            ("slack.post", "planned")
-        ]
+        assert [(d.action, d.status) for d in stored.decisions()] == [("slack.post", "planned")]
         assert stored.incident(incident["id"]) is not None
     finally:
         stored.close()
@@ -221,8 +221,8 @@ async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
     s = settings(tmp_path, server, slack=slack_of(fake_slack), dry_run=False)
     app, runner = daemon(s)
     async with running(app):
-        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
-    assert [(d["action"], d["status"], d["dry_run"]) for d in AuditTrail(s).rows()] == [
+        await wait_for(lambda: any(d.status == "ran" for d in decisions(runner)))
+    assert [(d.action, d.status, d.dry_run) for d in AuditTrail(s).rows()] == [
         ("slack.post", "ran", False)
     ]
     assert [m.text for m in fake_slack.messages_in("tritonguard-alerts")] == [
@@ -231,10 +231,10 @@ async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
 
     again, runner2 = daemon(s)
     async with running(again):
-        await wait_for(lambda: any(d["status"] == "skipped" for d in decisions(runner2)))
+        await wait_for(lambda: any(d.status == "skipped" for d in decisions(runner2)))
     rows = AuditTrail(s).rows()
-    assert [(d["status"], d["guard"]) for d in rows] == [("ran", ""), ("skipped", "cooldown")]
-    assert rows[0]["incident_id"] != rows[1]["incident_id"]  # a new incident after the restart
+    assert [(d.status, d.guard) for d in rows] == [("ran", ""), ("skipped", "cooldown")]
+    assert rows[0].incident_id != rows[1].incident_id  # a new incident after the restart
     assert len(fake_slack.messages) == 1
 
 
@@ -270,8 +270,8 @@ async def test_two_replicas_elect_one_leader_and_post_once(
     async with running(app_a) as base_a:
         await wait_for(lambda: runner_a.elector is not None and runner_a.elector.is_leader())
         async with running(app_b) as base_b, aiohttp.ClientSession() as http:
-            await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner_a)))
-            await wait_for(lambda: any(d["guard"] == "leader" for d in decisions(runner_b)))
+            await wait_for(lambda: any(d.status == "ran" for d in decisions(runner_a)))
+            await wait_for(lambda: any(d.guard == "leader" for d in decisions(runner_b)))
             async with http.get(f"{base_b}/readyz") as resp:
                 ready_b = await resp.json()
             async with http.get(f"{base_a}/metrics") as resp:
@@ -287,8 +287,8 @@ async def test_two_replicas_elect_one_leader_and_post_once(
     assert "tritonguard_leader 1.0" in metrics_a
     assert "tritonguard_leader 0.0" in metrics_b
     assert len(fake_slack.messages_in("tritonguard-alerts")) == 1
-    skipped = [d for d in AuditTrail(replica("b")).rows() if d["guard"] == "leader"]
-    assert skipped and "replica a holds the leader lease" in skipped[0]["reason"]
+    skipped = [d for d in AuditTrail(replica("b")).rows() if d.guard == "leader"]
+    assert skipped and "replica a holds the leader lease" in skipped[0].reason
 
 
 def test_leader_election_without_the_kubernetes_api_is_a_settings_error() -> None:
@@ -303,7 +303,7 @@ class AuditTrail:
     def __init__(self, s: Settings) -> None:
         self.path = s.audit_db_path
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ActionRecord]:
         """Return every decision."""
         store = AuditStore(self.path)
         try:
@@ -338,18 +338,18 @@ async def test_sigterm_waits_for_in_flight_actions_and_evaluation_goes_on(
     (s.playbook_dirs[0] / "notify.yaml").write_text(VERIFY_SLOWLY)
     app, runner = daemon(s)
     async with running(app):
-        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
+        await wait_for(lambda: any(d.status == "ran" for d in decisions(runner)))
         evaluations = app.engine.evaluations
         model.healthy = True
         await asyncio.sleep(0.8)
-        assert runner.in_flight() == 1
+        assert len(runner.stage.in_flight()) == 1
         assert app.engine.evaluations > evaluations  # the wait does not hold evaluation up
         stop_at = time.monotonic()
         app.request_stop("SIGTERM")
     stopped_after = time.monotonic() - stop_at
     rows = AuditTrail(s).rows()
-    assert [(d["action"], d["status"]) for d in rows] == [("slack.post", "ran"), ("verify", "ran")]
-    assert rows[1]["detail"]["values"]["queue_share"] < 0.5
+    assert [(d.action, d.status) for d in rows] == [("slack.post", "ran"), ("verify", "ran")]
+    assert rows[1].detail["values"]["queue_share"] < 0.5
     assert 0.5 < stopped_after < s.shutdown_grace_s
 
 
@@ -362,26 +362,26 @@ async def test_shutdown_grace_cancels_actions_that_take_too_long(
     (s.playbook_dirs[0] / "notify.yaml").write_text(VERIFY_SLOWLY.replace("wait: 2s", "wait: 60s"))
     app, runner = daemon(s)
     async with running(app):
-        await wait_for(lambda: any(d["status"] == "ran" for d in decisions(runner)))
-        assert runner.in_flight() == 1
+        await wait_for(lambda: any(d.status == "ran" for d in decisions(runner)))
+        assert len(runner.stage.in_flight()) == 1
         stop_at = time.monotonic()
         app.request_stop("SIGTERM")
     assert time.monotonic() - stop_at < 5.0
-    assert [d["action"] for d in AuditTrail(s).rows()] == ["slack.post"]
+    assert [d.action for d in AuditTrail(s).rows()] == ["slack.post"]
 
 
 def test_shipped_playbooks_are_the_default(tmp_path: Path) -> None:
     """Without playbook_dirs the daemon loads the shipped playbooks; traces go next to the DB."""
     s = Settings(audit_db_path=tmp_path / "db" / "audit.sqlite3")
     assert playbook_dirs(s) == [SHIPPED_PLAYBOOKS]
-    runner = build_runner(s, Engine())
+    service = build_service(s, Engine())
     try:
-        names = {b.name for b in runner.dispatcher.playbooks}
+        names = {b.name for b in service.stage.playbooks}
         assert "batching-delay-lower-queue-delay" in names
-        assert runner.dispatcher.settings.dry_run is True
+        assert service.stage.settings.dry_run is True
         assert flight_recorder_dir(s.audit_db_path) == tmp_path / "db" / "audit-incidents"
     finally:
-        runner.dispatcher.store.close()
+        service.store.close()
 
 
 def test_bad_playbook_stops_start_up_with_one_line(
@@ -448,34 +448,39 @@ async def test_a_resolution_waits_for_the_playbook_acting_on_its_subject() -> No
         await release.wait()
 
     books = load_playbooks_text(WAIT_THEN_CHECK, "t.yaml", catalog())
-    dispatcher = Dispatcher(
+    opened = incident_event("opened")
+    still_open = [opened]
+    on = stage(
         books,
         AuditStore(),
         settings=GuardSettings(dry_run=False),
-        env=DispatchEnv(feature_value=lambda s, n, t: 0.1, sleep=held_sleep),
+        env=ExecutorEnv(features=StaticFeatures(0.1), sleep=held_sleep),
+        open_incidents=lambda: still_open,
     )
-    runner = PlaybookRunner(dispatcher)
-    opened = incident_event("opened")
     started = time.monotonic()
-    assert await runner.on_events([opened]) == []
-    await runner.on_events([incident_event("resolved")])
+    on.step([opened], time.time())
+    still_open.clear()
+    on.step([incident_event("resolved")], time.time())
     assert time.monotonic() - started < 0.5
     await asyncio.sleep(0.1)
-    assert runner.in_flight() == 2
-    assert dispatcher.store.incident(opened.incident_id)["resolved_at"] is None  # type: ignore[index]
-    await runner.on_evaluated(time.time())  # the subject is busy: no second check is started
-    assert runner.in_flight() == 2
+    assert len(on.in_flight()) == 2
+    row = on.store.incident(opened.incident_id)
+    assert row is not None and row["resolved_at"] is None
+    still_open.append(opened)
+    on.step([], time.time())  # the subject is busy: no second check is started
+    assert len(on.in_flight()) == 2
     release.set()
-    await asyncio.wait_for(runner.drain(), 2.0)
-    assert [d["status"] for d in dispatcher.store.decisions()] == ["ran"]
-    assert dispatcher.store.incident(opened.incident_id)["resolved_at"] is not None  # type: ignore[index]
+    await asyncio.wait_for(on.settle(), 2.0)
+    assert [d.status for d in on.store.decisions()] == ["ran"]
+    row = on.store.incident(opened.incident_id)
+    assert row is not None and row["resolved_at"] is not None
 
 
-def incident_event(kind: str) -> IncidentEvent:
+def incident_event(kind: EventKind) -> IncidentEvent:
     """Return a batching_delay transition on one subject."""
     now = time.time()
     return IncidentEvent(
-        event=kind,  # type: ignore[arg-type]
+        event=kind,
         incident_id="inc-1",
         cause="batching_delay",
         subject=Subject("prod", "ranker", "triton-a"),

@@ -10,6 +10,7 @@ import pytest
 
 from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.playbook_harness import handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
@@ -18,8 +19,9 @@ from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import load_playbooks_text
 from tritonguard.core.run_handover import ANNOTATION
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher
 from tritonguard.runtime.leader_election import LeaderElector
+from tritonguard.runtime.playbook_executor import ExecutorEnv
+from tritonguard.runtime.playbook_stage import PlaybookStage
 
 NS = "tritonguard"
 LEASE = "tritonguard-leader"
@@ -51,14 +53,14 @@ class Clock:
 
 @dataclass
 class Replica:
-    """One daemon replica: its own API client, clock, audit store, elector and dispatcher."""
+    """One daemon replica: its own API client, clock, audit store, elector and playbook stage."""
 
     name: str
     kube: KubernetesClient
     clock: Clock
     store: AuditStore
     elector: LeaderElector
-    dispatcher: Dispatcher
+    playbooks: PlaybookStage
     closers: list[KubernetesClient] = field(default_factory=list)
 
 
@@ -73,7 +75,7 @@ async def api() -> AsyncIterator[FakeKube]:
 
 
 def replica(name: str, api: FakeKube, slack: FakeSlack) -> Replica:
-    """Build a replica the way build_runner wires one, with hand-driven clocks."""
+    """Build a replica the way build_service wires one, with hand-driven clocks."""
     clock = Clock()
     kube = KubernetesClient.for_host(api.url, timeout_s=5.0)
     kube.monotonic = clock
@@ -88,17 +90,22 @@ def replica(name: str, api: FakeKube, slack: FakeSlack) -> Replica:
         clock=lambda: WALL,
         monotonic=clock,
     )
-    env = DispatchEnv(
+    env = ExecutorEnv(
         kube=kube,
         slack=SlackNotifier(slack.token, base_url=slack.base_url),
         slack_channel="#tritonguard-alerts",
         clock=lambda: WALL,
-        leader_elsewhere=elector.leader_elsewhere,
         on_run=elector.nudge,
     )
     books = load_playbooks_text(SCALE, "scale.yaml", catalog())
-    dispatcher = Dispatcher(books, store, settings=GuardSettings(dry_run=False), env=env)
-    return Replica(name, kube, clock, store, elector, dispatcher)
+    playbooks = stage(
+        books,
+        store,
+        settings=GuardSettings(dry_run=False),
+        env=env,
+        leader_elsewhere=elector.leader_elsewhere,
+    )
+    return Replica(name, kube, clock, store, elector, playbooks)
 
 
 def opened() -> IncidentEvent:
@@ -143,14 +150,14 @@ async def test_only_the_leader_acts_and_the_follower_audits_why(
 ) -> None:
     """Both replicas diagnose the same incident; only the lease holder scales and posts."""
     a, b = pair
-    ran = await a.dispatcher.handle(opened())
-    skipped = await b.dispatcher.handle(opened())
-    assert [(r["action"], r["status"]) for r in ran] == [
+    ran = await handle(a.playbooks, opened())
+    skipped = await handle(b.playbooks, opened())
+    assert [(r.action, r.status) for r in ran] == [
         ("kubernetes.scale", "ran"),
         ("slack.post", "ran"),
     ]
-    assert [(r["status"], r.get("guard")) for r in skipped] == [("skipped", "leader")]
-    assert "replica tritonguard-a holds the leader lease" in skipped[0]["reason"]
+    assert [(r.status, r.guard) for r in skipped] == [("skipped", "leader")]
+    assert "replica tritonguard-a holds the leader lease" in skipped[0].reason
     assert replicas_of_triton(api) == 3
     assert len(fake_slack.messages_in("#tritonguard-alerts")) == 1
     lease = api.get_object("Lease", NS, LEASE)
@@ -162,7 +169,7 @@ async def test_takeover_inherits_the_cooldown_so_the_scale_is_not_repeated(
 ) -> None:
     """The leader scales and then dies; the next leader sees the run and its cooldown holds."""
     a, b = pair
-    await a.dispatcher.handle(opened())
+    await handle(a.playbooks, opened())
     assert await a.elector.step()  # the renewal publishes the run
     lease = api.get_object("Lease", NS, LEASE)
     assert lease is not None and "scale-out" in lease["metadata"]["annotations"][ANNOTATION]
@@ -172,8 +179,8 @@ async def test_takeover_inherits_the_cooldown_so_the_scale_is_not_repeated(
     b.clock.now += 16
     assert await b.elector.step()
     assert b.elector.leader_elsewhere() is None
-    records = await b.dispatcher.handle(opened())
-    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "cooldown")]
+    records = await handle(b.playbooks, opened())
+    assert [(r.status, r.guard) for r in records] == [("skipped", "cooldown")]
     assert replicas_of_triton(api) == 3  # scaled once, not twice
     assert len(fake_slack.messages_in("#tritonguard-alerts")) == 1
     # a comes back: its deadline passed, the lease is b's, and a does not act.
@@ -194,8 +201,8 @@ async def test_a_leader_that_cannot_renew_stops_acting_before_anyone_may_take_ov
     assert not await a.elector.step()
     blocked = a.elector.leader_elsewhere()
     assert blocked is not None and blocked.startswith("cannot reach the leader lease")
-    records = await a.dispatcher.handle(opened())
-    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "leader")]
+    records = await handle(a.playbooks, opened())
+    assert [(r.status, r.guard) for r in records] == [("skipped", "leader")]
     assert replicas_of_triton(api) == 2
     api.fail_next(0)
     b.clock.now += 11  # b has not yet seen the lease unchanged for 15 s

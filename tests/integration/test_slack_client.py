@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.fake_slack import FakeSlack, validate_blocks
+from tritonguard.clients.ports import PostedMessage
 from tritonguard.clients.slack_api import (
-    PostedMessage,
     SlackError,
     SlackNotifier,
     fit_blocks,

@@ -10,7 +10,7 @@ from tritonguard.actions.registry import catalog, schemas
 from tritonguard.core.findings import CAUSES, Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.playbook_model import PlaybookError, json_schema, load_playbooks_text
 from tritonguard.core.templating import TemplateError, incident_context, render_string, render_value
-from tritonguard.runtime.dispatcher import load_playbook_files
+from tritonguard.runtime.playbook_files import load_playbook_files
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 

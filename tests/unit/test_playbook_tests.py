@@ -13,10 +13,13 @@ import pytest
 from tests.unit.synthetic import Phase, samples_of, triton_model
 from tritonguard.cli import cmd_playbooks
 from tritonguard.core.engine import Engine
+from tritonguard.core.samples import Sample
 from tritonguard.core.replay import drive
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import Dispatcher, load_playbook_files
 from tritonguard.runtime.flight_recorder import FlightRecorder
+from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
+from tritonguard.runtime.playbook_files import load_playbook_files
+from tritonguard.runtime.playbook_stage import PlaybookStage
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = sorted((ROOT / "playbooks" / "tests").glob("*.test.yaml"))
@@ -126,9 +129,13 @@ def test_recorded_incident_becomes_a_passing_regression_test(
     db = tmp_path / "audit.sqlite3"
     store = AuditStore(db)
     recorder = FlightRecorder(tmp_path / "traces", store, pre_s=120)
-    disp = Dispatcher(load_playbook_files([ROOT / "playbooks"]), store)
     engine = Engine()
-    by_t: dict[float, list] = {}  # type: ignore[type-arg]
+    on = PlaybookStage(
+        load_playbook_files([ROOT / "playbooks"]),
+        PlaybookExecutor(store, ExecutorEnv(features=engine)),
+        open_incidents=engine.announced_incidents,
+    )
+    by_t: dict[float, list[Sample]] = {}
     for s in samples:
         by_t.setdefault(s.timestamp or 0.0, []).append(s)
     opened_id = ""
@@ -137,12 +144,11 @@ def test_recorded_incident_becomes_a_passing_regression_test(
         nonlocal opened_id
         for t, events in drive(engine, samples, eval_interval_s=5.0):
             recorder.observe(by_t.get(t, []), t)
+            await on.run_step(events, t)
             for ev in events:
-                await disp.handle(ev, t)
                 recorder.on_event(ev)
                 if ev.event == "opened" and ev.cause == "retry_storm":
                     opened_id = ev.incident_id
-            await disp.tick(t)
 
     asyncio.run(run())
     assert opened_id, "the retry storm was not diagnosed"

@@ -9,7 +9,7 @@ import pytest
 from tritonguard.actions.verify import VerifyParams
 from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.templating import TemplateError, incident_context, render_value
-from tritonguard.runtime.dispatcher import load_playbook_files
+from tritonguard.runtime.playbook_files import load_playbook_files
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "too_few_instances.yaml"
 

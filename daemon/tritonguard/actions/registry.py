@@ -6,10 +6,11 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from tritonguard.clients.ports import KubeApi, SlackApi, TritonApi
 from tritonguard.core.config_patch import Bound
 from tritonguard.core.findings import IncidentEvent, Subject
 
@@ -22,37 +23,6 @@ class ActionParams(BaseModel):
     """Base of every action's parameter model: unknown parameters are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TritonLike(Protocol):
-    """What actions need from a Triton client (tritonguard.clients.triton_api.TritonClient)."""
-
-    async def model_config(self, model: str) -> dict[str, Any]:
-        """Return the live model configuration."""
-
-    async def model_metadata(self, model: str) -> dict[str, Any]:
-        """Return the model metadata (inputs, outputs)."""
-
-    async def load(
-        self, model: str, config: dict[str, Any] | None = None, *, timeout_s: float = 120.0
-    ) -> None:
-        """Load or reload the model, optionally with a replacement configuration."""
-
-    async def unload(self, model: str, *, timeout_s: float = 60.0) -> None:
-        """Unload the model."""
-
-    async def wait_model_ready(self, model: str, timeout_s: float = 60.0) -> None:
-        """Wait until the model is ready."""
-
-    async def infer(
-        self,
-        model: str,
-        inputs: list[dict[str, Any]],
-        *,
-        binary_outputs: list[str] | None = None,
-        timeout_s: float | None = None,
-    ) -> dict[str, Any]:
-        """Send one inference request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +63,9 @@ class ActionContext:
     playbook: str
     bounds: Mapping[str, Bound]
     dry_run: bool = True
-    triton: TritonLike | None = None
-    kube: Any = None
-    slack: Any = None
+    triton: TritonApi | None = None
+    kube: KubeApi | None = None
+    slack: SlackApi | None = None
     slack_channel: str = "#tritonguard"
     feature_value: Callable[[Subject, str], float | None] = lambda s, n: None
     sleep: Callable[[float], Awaitable[None]] = _no_sleep
@@ -103,7 +73,7 @@ class ActionContext:
     # Set while undoing: values the server had before are put back without bound checks.
     restoring: bool = False
 
-    def need_triton(self) -> TritonLike:
+    def need_triton(self) -> TritonApi:
         """Return the Triton client or fail with a reason the audit trail can show."""
         if self.triton is None:
             raise ActionFailed(f"no Triton endpoint known for {self.subject.key()}")

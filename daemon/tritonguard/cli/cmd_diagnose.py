@@ -175,7 +175,7 @@ async def _learn_configs(
             config = await client.model_config(model)
         except TritonError:
             continue  # the config is a refinement; the diagnosis stands without it
-        engine.note_model_config(Subject(t.namespace, model, t.pod or t.instance), config)
+        engine.note_model_config(Subject(t.namespace, model, t.identity[1]), config)
 
 
 def _ms(v: float | None) -> str:

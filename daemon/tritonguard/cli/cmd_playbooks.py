@@ -30,13 +30,11 @@ from tritonguard.core.playbook_tests import (
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.series_notation import is_stale
+from tritonguard.core.targets import target_of
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import (
-    DispatchEnv,
-    Dispatcher,
-    load_playbook_files,
-    playbook_paths,
-)
+from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
+from tritonguard.runtime.playbook_files import load_playbook_files, playbook_paths
+from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.sources.replay import TraceError, load_trace
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -133,18 +131,13 @@ def _samples(test: TestCase, tf: TestFile, base: Path) -> tuple[list[Sample], fl
 
 
 async def run_case(test: TestCase, tf: TestFile, books: list[Playbook], base: Path) -> TestResult:
-    """Run one test: the engine over the input, the dispatcher in dry-run, then the checks."""
+    """Run one test: the engine over the input, the playbook stage in dry-run, then the checks."""
     started = time.perf_counter()
     samples, start = _samples(test, tf, base)
     engine = Engine()
     _note_configs(engine, samples, test.triton_configs)
     now = [start]
-    env = DispatchEnv(
-        feature_value=engine.feature_value,
-        is_fresh=engine.is_fresh,
-        clock=lambda: now[0],
-        static_configs=test.triton_configs,
-    )
+    env = ExecutorEnv(features=engine, clock=lambda: now[0], static_configs=test.triton_configs)
     settings = GuardSettings(dry_run=True)
     if test.action_budget_per_hour is not None:
         settings = GuardSettings(dry_run=True, action_budget_per_hour=test.action_budget_per_hour)
@@ -161,27 +154,29 @@ async def run_case(test: TestCase, tf: TestFile, books: list[Playbook], base: Pa
                 prior.reload,
             )
         )
-    disp = Dispatcher(books, store, settings=settings, env=env)
+    stage = PlaybookStage(
+        books,
+        PlaybookExecutor(store, env),
+        settings=settings,
+        open_incidents=engine.announced_incidents,
+    )
     events: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
+    models: dict[str, str] = {}
     for t, batch in drive(engine, samples, eval_interval_s=tf.evaluation_interval):
         now[0] = t
-        successors = disp.successors(batch)
+        models.update({e.incident_id: e.subject.model for e in engine.open_incidents()})
+        models.update({e.incident_id: e.subject.model for e in batch})
+        by_incident = await stage.run_step(batch, t)
         for ev in batch:
-            handed = (
-                disp.hand_over(ev, successors[ev.incident_id])
-                if ev.incident_id in successors
-                else []
-            )
-            ev.actions = handed + await disp.handle(ev, t)
+            ev.actions = [r.as_dict() for r in by_incident.pop(ev.incident_id, [])]
             events.append(ev.as_dict())
             actions += [
                 dict(r, model=ev.subject.model, incident=ev.incident_id) for r in ev.actions
             ]
-        open_by_id = {e.incident_id: e for e in disp.open_incidents()}
-        for incident_id, records in (await disp.tick(t)).items():
-            model = open_by_id[incident_id].subject.model if incident_id in open_by_id else ""
-            actions += [dict(r, model=model, incident=incident_id) for r in records]
+        for incident_id, records in by_incident.items():
+            model = models.get(incident_id, "")
+            actions += [dict(r.as_dict(), model=model, incident=incident_id) for r in records]
     store.close()
     failures = check(test.expect, events, actions, start)
     return TestResult("", test.name, failures, time.perf_counter() - started, events, actions)
@@ -197,8 +192,7 @@ def _note_configs(
     for s in samples:
         model = label(s.labels, "model")
         if model in configs:
-            ns = label(s.labels, "namespace")
-            pod = label(s.labels, "pod") or label(s.labels, "instance")
+            ns, pod = target_of(s.labels)
             seen.update({Subject(ns, model, pod), Subject(ns, model, "")})
     for subject in seen:
         engine.note_model_config(subject, configs[subject.model])
@@ -336,9 +330,9 @@ def test_from_incident(args: argparse.Namespace) -> Path:
     start = min(s.timestamp or 0.0 for s in samples)
     out = Path(args.out or f"incident-{args.from_incident}.test.yaml").resolve()
     planned = {
-        (d["playbook"], d["action"])
+        (d.playbook, d.action)
         for d in decisions
-        if d["status"] in ("planned", "ran") and d["action"] != "*"
+        if d.status in ("planned", "ran") and d.action != "*"
     }
     expect: dict[str, Any] = {
         "incidents": [

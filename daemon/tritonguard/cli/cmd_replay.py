@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -13,8 +14,14 @@ from rich.console import Console
 
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import Playbook
 from tritonguard.core.replay import drive
-from tritonguard.runtime.dispatcher import Dispatcher, DryRunPlanner
+from tritonguard.core.samples import Sample
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
+from tritonguard.runtime.playbook_files import load_playbook_files
+from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.sources.replay import TraceError, load_trace
 
 
@@ -43,25 +50,44 @@ def run(args: argparse.Namespace) -> int:
     try:
         samples = load_trace(args.trace)
         config = _engine_config(args.config)
-        planner = _planner(args.playbooks)
+        books = load_playbook_files([Path(args.playbooks)]) if args.playbooks else None
     except (TraceError, ValueError) as exc:
         print(f"tritonguard: {exc}", file=sys.stderr)
         return 2
-    engine = Engine(config)
+    return asyncio.run(_replay(args, samples, Engine(config), books))
+
+
+def dry_run_stage(engine: Engine, books: list[Playbook], clock: list[float]) -> PlaybookStage:
+    """Return the playbook stage as replay and ``tritonguard test`` run it: dry-run, in memory.
+
+    ``clock`` holds the trace time; the stage reads it whenever it dates something.
+    """
+    env = ExecutorEnv(features=engine, clock=lambda: clock[0])
+    return PlaybookStage(
+        books,
+        PlaybookExecutor(AuditStore(), env),
+        settings=GuardSettings(dry_run=True),
+        open_incidents=engine.announced_incidents,
+    )
+
+
+async def _replay(
+    args: argparse.Namespace, samples: list[Sample], engine: Engine, books: list[Playbook] | None
+) -> int:
     out = sys.stdout
     console = Console(file=out, highlight=False, soft_wrap=True)
     started = time.perf_counter()
     first_t = last_t = None
     count = 0
+    clock = [0.0]
+    stage = dry_run_stage(engine, books, clock) if books is not None else None
     try:
         for t, events in drive(engine, samples, eval_interval_s=args.eval_interval):
             first_t = t if first_t is None else first_t
             last_t = t
-            if planner is not None:
-                successors = Dispatcher.successors(events)
-                for ev in events:
-                    ev.actions = list(planner.plan(ev, successors.get(ev.incident_id)))
-                events.extend(_due_actions(engine, planner, t, {e.incident_id for e in events}))
+            clock[0] = t
+            if stage is not None:
+                events = await _with_actions(engine, stage, events, t)
             for ev in events:
                 count += 1
                 if args.format == "json":
@@ -71,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tritonguard: {args.trace}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if stage is not None:
+            stage.store.close()
     wall = time.perf_counter() - started
     if args.format == "text" and count == 0:
         console.print("No incidents: every model stayed within its baseline and SLOs.")
@@ -84,6 +113,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _with_actions(
+    engine: Engine, stage: PlaybookStage, events: list[IncidentEvent], now: float
+) -> list[IncidentEvent]:
+    """Attach what the playbooks planned to each transition.
+
+    Playbooks that became due between transitions (``held_for``) show as an 'updated' line of
+    their open incident.
+    """
+    by_incident = await stage.run_step(events, now)
+    for ev in events:
+        ev.actions = [r.as_dict() for r in by_incident.pop(ev.incident_id, [])]
+    due = []
+    for inc in engine.open_incidents():
+        records = by_incident.get(inc.incident_id)
+        if records:
+            inc.at = now
+            inc.actions = [r.as_dict() for r in records]
+            due.append(inc)
+    return events + due
+
+
 def _engine_config(path: str | None) -> EngineConfig:
     if not path:
         return EngineConfig()
@@ -93,27 +143,6 @@ def _engine_config(path: str | None) -> EngineConfig:
         return EngineConfig(thresholds=load_settings(Path(path)).thresholds)
     except SettingsError as exc:
         raise ValueError(str(exc)) from None
-
-
-def _due_actions(
-    engine: Engine, planner: DryRunPlanner, now: float, reported: set[str]
-) -> list[IncidentEvent]:
-    """Playbooks that became due (held_for) between transitions show as an 'updated' line."""
-    due = planner.tick(now)
-    out = []
-    for inc in engine.open_incidents():
-        records = due.get(inc.incident_id)
-        if records and inc.incident_id not in reported:
-            inc.at = now
-            inc.actions = list(records)
-            out.append(inc)
-    return out
-
-
-def _planner(directory: str | None) -> DryRunPlanner | None:
-    if not directory:
-        return None
-    return DryRunPlanner(Path(directory))
 
 
 def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:

@@ -14,7 +14,7 @@ from tritonguard.logs import configure_logging
 from tritonguard.settings import Settings, SettingsError, load_settings, target_from_url
 
 if TYPE_CHECKING:
-    from tritonguard.runtime.playbook_runner import PlaybookRunner
+    from tritonguard.runtime.playbook_service import PlaybookService
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -79,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(settings))
 
 
-def start_playbooks(settings: Settings, engine: Engine) -> PlaybookRunner | str:
-    """Build the playbook runner, or return a one-line reason it cannot start."""
+def start_playbooks(settings: Settings, engine: Engine) -> PlaybookService | str:
+    """Build the playbook stage, or return a one-line reason it cannot start."""
     # The runtime (aiohttp, Kubernetes and Slack SDKs) loads only when the daemon runs, so the
     # other subcommands start quickly.
-    from tritonguard.runtime.playbook_runner import build_runner  # noqa: PLC0415
+    from tritonguard.runtime.playbook_service import build_service  # noqa: PLC0415 - as above
 
     try:
-        return build_runner(settings, engine)
+        return build_service(settings, engine)
     except PlaybookError as exc:
         more = len(exc.problems) - 1
         tail = f" (and {more} more; run tritonguard validate on the playbooks)" if more else ""
@@ -96,21 +96,21 @@ def start_playbooks(settings: Settings, engine: Engine) -> PlaybookRunner | str:
 
 
 async def _serve(settings: Settings) -> int:
-    from tritonguard.runtime.daemon_app import DaemonApp  # noqa: PLC0415
+    from tritonguard.runtime.daemon_app import DaemonApp  # noqa: PLC0415 - only the daemon needs it
 
     engine = Engine(EngineConfig(thresholds=settings.thresholds))
-    runner = start_playbooks(settings, engine)
-    if isinstance(runner, str):
-        print(f"tritonguard: {runner}", file=sys.stderr)
+    service = start_playbooks(settings, engine)
+    if isinstance(service, str):
+        print(f"tritonguard: {service}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = DaemonApp(settings, engine=engine, playbooks=runner, on_alerts=runner.on_alerts)
-    runner.on_change = app.refresh_model_configs
+    app = DaemonApp(settings, engine=engine, playbooks=service)
+    service.on_change = app.refresh_model_configs
     await app.run()
     return EXIT_OK
 
 
 async def _once(settings: Settings) -> int:
-    from tritonguard.runtime.daemon_app import DaemonApp  # noqa: PLC0415
+    from tritonguard.runtime.daemon_app import DaemonApp  # noqa: PLC0415 - only the daemon needs it
 
     app = DaemonApp(settings)
     if not app.sources:

@@ -31,6 +31,8 @@ from kubernetes import config as _kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
 
+from tritonguard.clients.ports import Hpa, KubeApi, WorkloadKind
+
 T = TypeVar("T")
 JsonObj = dict[str, Any]
 
@@ -51,7 +53,6 @@ ErrorKind = Literal[
     "config",
     "unknown",
 ]
-WorkloadKind = Literal["Deployment", "StatefulSet"]
 PodEventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 _STATUS_KINDS: dict[int, ErrorKind] = {
@@ -81,20 +82,6 @@ class KubernetesError(Exception):
     def retryable(self) -> bool:
         """Whether trying again later can help (server down, slow, overloaded)."""
         return self.kind in _RETRYABLE
-
-
-@dataclass(frozen=True)
-class Hpa:
-    """The parts of an autoscaling/v2 HorizontalPodAutoscaler tritonguard reads."""
-
-    namespace: str
-    name: str
-    target_kind: str
-    target_name: str
-    min_replicas: int
-    max_replicas: int
-    current_replicas: int | None
-    desired_replicas: int | None
 
 
 @dataclass(frozen=True)
@@ -234,7 +221,7 @@ def _retries() -> urllib3.Retry:
 
 
 @dataclass
-class KubernetesClient:
+class KubernetesClient(KubeApi):
     """Async façade over the official client, bound to one API server.
 
     Build it with :meth:`for_host` (tests, the lab, an explicit URL) or :meth:`from_environment`

@@ -23,6 +23,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from tritonguard.clients.ports import PostedMessage, SlackApi
+
 JsonObj = dict[str, Any]
 
 MAX_BLOCKS = 50
@@ -65,14 +67,6 @@ class SlackError(Exception):
         super().__init__(message)
         self.kind: SlackErrorKind = kind
         self.error = error
-
-
-@dataclass(frozen=True)
-class PostedMessage:
-    """Where a message landed: the channel ID and its ``ts`` (needed to update or thread it)."""
-
-    ts: str
-    channel: str
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -182,7 +176,7 @@ def translate_error(exc: BaseException, what: str) -> SlackError:
     return SlackError("unknown", _one_line(f"{what}: {type(exc).__name__}: {exc}"))
 
 
-class SlackNotifier:
+class SlackNotifier(SlackApi):
     """Posts and updates tritonguard's messages in Slack.
 
     ``base_url`` defaults to Slack's (``https://slack.com/api/``); tests and the lab point it at

@@ -12,6 +12,8 @@ from urllib.parse import quote
 
 import aiohttp
 
+from tritonguard.clients.ports import TritonApi
+
 ACCESS_TOKEN_HEADER = "triton-access-token"
 
 
@@ -28,7 +30,7 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-class TritonClient:
+class TritonClient(TritonApi):
     """One Triton server's HTTP endpoint. Use ``async with`` or call ``close()``.
 
     ``access_token`` is sent as the ``triton-access-token`` header, which servers started with

@@ -114,8 +114,12 @@ class Engine:
 
     # ---- queries ------------------------------------------------------------------------
     def open_incidents(self) -> list[IncidentEvent]:
-        """Incidents open now."""
+        """Incidents open now, with their current finding."""
         return self.book.open_incidents()
+
+    def announced_incidents(self) -> list[IncidentEvent]:
+        """Incidents open now, as their last transition announced them (what playbooks act on)."""
+        return self.book.announced()
 
     def _key(self, subject: Subject) -> SubjectKey:
         return (subject.namespace, subject.pod, subject.model)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 from tritonguard.core.samples import Labels, label
 from tritonguard.core.series_store import Series, SeriesStore
+from tritonguard.core.targets import target_of
 from tritonguard.core.thresholds import Thresholds
 
 SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
@@ -18,23 +19,6 @@ def _names_a_pod(labels: Labels) -> bool:
 
 def _host_of(labels: Labels) -> str:
     return label(labels, "instance").rsplit(":", 1)[0] or label(labels, "Hostname")
-
-
-def target_of(labels: Labels) -> tuple[str, str]:
-    """Return (namespace, pod) of a series; `instance` stands in for a pod outside Kubernetes.
-
-    Exporters that describe other pods (DCGM's pod mapping, kube-state-metrics, cAdvisor) end up
-    with ``exported_pod``/``exported_namespace`` when Prometheus adds its own target labels, and
-    old cAdvisors say ``pod_name``: those name the pod the series is about.
-    """
-    ns = label(labels, "exported_namespace") or label(labels, "namespace")
-    pod = (
-        label(labels, "exported_pod")
-        or label(labels, "pod")
-        or label(labels, "pod_name")
-        or label(labels, "instance")
-    )
-    return ns, pod
 
 
 @dataclass(slots=True)

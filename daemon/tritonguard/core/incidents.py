@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
 from tritonguard.core.thresholds import Thresholds
@@ -24,6 +24,9 @@ class _Open:
     last_match: float
     last_event: float
     secondary: list[str]
+    # The incident as last announced (opened/updated): what playbooks act on between
+    # transitions, so an action renders the numbers the incident stream reported.
+    announced: IncidentEvent | None = None
 
 
 @dataclass(slots=True)
@@ -50,6 +53,14 @@ class IncidentBook:
         for subject, st in sorted(self._state.items(), key=lambda kv: kv[0].key()):
             if st.open is not None:
                 out.append(self._event("updated", subject, st.open, st.open.last_match))
+        return out
+
+    def announced(self) -> list[IncidentEvent]:
+        """Return each open incident as its last opened/updated event announced it."""
+        out = []
+        for _, st in sorted(self._state.items(), key=lambda kv: kv[0].key()):
+            if st.open is not None and st.open.announced is not None:
+                out.append(replace(st.open.announced))
         return out
 
     def is_open(self, subject: Subject) -> bool:
@@ -113,7 +124,8 @@ class IncidentBook:
                 ) and now - inc.last_event >= self.t.update_min_interval_s:
                     inc.secondary = secondary
                     inc.last_event = now
-                    events.append(self._event("updated", subject, inc, now))
+                    inc.announced = self._event("updated", subject, inc, now)
+                    events.append(inc.announced)
                 return events
             if st.open is not None:
                 if now - inc.last_match < resolve_after or not (recovered or rival is not None):
@@ -125,7 +137,8 @@ class IncidentBook:
             secondary = sorted(c for c in holding if c != rival.cause)
             st.open = _Open(self._id(subject, rival.cause, now), now, rival, now, now, secondary)
             st.candidates.clear()
-            events.append(self._event("opened", subject, st.open, now))
+            st.open.announced = self._event("opened", subject, st.open, now)
+            events.append(st.open.announced)
         return events
 
     def _held(self, st: _SubjectState, now: float, interval_s: float) -> Finding | None:

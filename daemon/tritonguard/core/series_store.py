@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
-from tritonguard.core.samples import Labels, Sample, label
+from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.targets import target_of
 
 # Scrape times remembered per target and exporter (and overall) for placing born counters.
 MAX_SCRAPES_KEPT = 256
@@ -150,10 +151,7 @@ class SeriesStore:
         self.newest = max(self.newest, t)
         if self.started_at is None or t < self.started_at:
             self.started_at = t
-        target = (
-            label(sample.labels, "namespace"),
-            label(sample.labels, "pod") or label(sample.labels, "instance"),
-        )
+        target = target_of(sample.labels)
         exporter = (*target, exporter_of(sample.name))
         same_exporter = _note_time(self._exporter_scrapes.setdefault(exporter, []), t)
         target_before = _note_time(self._scrapes.setdefault(target, []), t)

@@ -1,7 +1,7 @@
 """The demo: real Tritons, the daemon watching them, faults injected in turn, shown live.
 
 Every fault runs on its own local Triton from the lab, all baselines together, the onsets one
-after another. One daemon (the same ``DaemonApp`` and playbook runner ``tritonguard run``
+after another. One daemon (the same ``DaemonApp`` and playbook stage ``tritonguard run``
 uses) scrapes every Triton, the lab exporters, the ingress counters and node-exporter; the
 terminal shows what it diagnoses (cause, confidence, evidence, fix), what the shipped playbooks
 plan (or do, with ``act``) and the latency before the fault, at the diagnosis and at the end.

@@ -35,7 +35,7 @@ from tritonguard.lab.repository import write_model
 from tritonguard.lab.scenario_runner import LabRun, Load, Scenario
 from tritonguard.lab.triton_server import TritonServer, free_port
 from tritonguard.runtime.daemon_app import DaemonApp
-from tritonguard.runtime.playbook_runner import PlaybookRunner, build_runner
+from tritonguard.runtime.playbook_service import PlaybookService, build_service
 from tritonguard.settings import Settings, TargetSettings
 from tritonguard.sources.prometheus import PrometheusSource
 from tritonguard.sources.scrape import ScrapeSource
@@ -336,7 +336,7 @@ class LabWatch:
         self.hook = hook
         self.playbooks = playbooks
         self.act = act
-        self.runner: PlaybookRunner | None = None
+        self.service: PlaybookService | None = None
         self.events: list[IncidentEvent] = []
         self.prometheus: PrometheusServer | None = None
         self.app: DaemonApp | None = None
@@ -397,35 +397,33 @@ class LabWatch:
         engine = Engine(EngineConfig(thresholds=settings.thresholds))
         if self.playbooks:
             # The shipped playbooks, as `tritonguard run` loads them when none are configured.
-            self.runner = build_runner(settings, engine)
+            self.service = build_service(settings, engine)
             if self.act:
                 # Each shipped playbook is dry-run in its own guards too; acting on the lab's
                 # local servers is what --act asks for.
-                d = self.runner.dispatcher
-                d.playbooks = [
+                stage = self.service.stage
+                stage.playbooks = [
                     b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
-                    for b in d.playbooks
+                    for b in stage.playbooks
                 ]
         self.app = DaemonApp(
             settings,
             engine=engine,
             sources=sources,
             on_events=self._on_events,
-            playbooks=self.runner,
+            playbooks=self.service,
         )
         self._task = asyncio.create_task(self.app.run(install_signals=False))
         return self.app
 
     async def _on_events(self, events: list[IncidentEvent]) -> None:
         self.events.extend(events)
-        if self.runner is not None:
-            await self.runner.on_events(events)
         if self.hook is not None:
             await self.hook(self.way, events)
 
     def actions(self, incident_id: str) -> list[dict[str, Any]]:
         """Return what the playbooks did (or planned) for an incident so far."""
-        return [] if self.runner is None else self.runner.actions_for(incident_id)
+        return [] if self.service is None else self.service.actions_for(incident_id)
 
     async def stop(self) -> None:
         """Stop the daemon and Prometheus."""

@@ -1,15 +1,18 @@
-"""Persistent audit trail and guard state in SQLite: decisions, runs, pending undos, incidents."""
+"""Persistent audit trail and guard state in SQLite: decisions, runs, the undo ledger, incidents."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.guards import RunRecord
+from tritonguard.core.playbook_decisions import Ledger
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -25,7 +28,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     status TEXT NOT NULL,
     guard TEXT NOT NULL,
     reason TEXT NOT NULL,
-    detail TEXT NOT NULL
+    detail TEXT NOT NULL,
+    phase TEXT NOT NULL DEFAULT 'step'
 );
 CREATE INDEX IF NOT EXISTS decisions_incident ON decisions (incident_id);
 CREATE TABLE IF NOT EXISTS runs (
@@ -35,7 +39,8 @@ CREATE TABLE IF NOT EXISTS runs (
     model_key TEXT NOT NULL,
     at REAL NOT NULL,
     dry_run INTEGER NOT NULL,
-    reload INTEGER NOT NULL
+    reload INTEGER NOT NULL,
+    incident_id TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_at ON runs (at);
 CREATE TABLE IF NOT EXISTS undos (
@@ -45,7 +50,8 @@ CREATE TABLE IF NOT EXISTS undos (
     action TEXT NOT NULL,
     params TEXT NOT NULL,
     on_resolve INTEGER NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0
+    done INTEGER NOT NULL DEFAULT 0,
+    dry_run INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS incidents (
     incident_id TEXT PRIMARY KEY,
@@ -58,6 +64,27 @@ CREATE TABLE IF NOT EXISTS incidents (
     trace_path TEXT
 );
 """
+
+
+# Columns added after the first release: an audit file written by an older daemon gains them
+# (with their defaults) when it is opened, so upgrading keeps the trail.
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("decisions", "phase", "TEXT NOT NULL DEFAULT 'step'"),
+    ("runs", "incident_id", "TEXT NOT NULL DEFAULT ''"),
+    ("undos", "dry_run", "INTEGER NOT NULL DEFAULT 0"),
+)
+_RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_incident ON runs (incident_id)"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingUndo:
+    """One undo in the ledger that has not been carried out yet."""
+
+    undo_id: int
+    playbook: str
+    action: str
+    params: dict[str, Any]
+    dry_run: bool = False
 
 
 class AuditStore:
@@ -75,10 +102,18 @@ class AuditStore:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except sqlite3.Error as exc:
             raise OSError(f"{self.path}: cannot open the audit database: {exc}") from None
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        for table, column, decl in _ADDED_COLUMNS:
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        self._db.execute(_RUNS_INDEX)
 
     def close(self) -> None:
         """Close the database."""
@@ -89,64 +124,93 @@ class AuditStore:
         with self._lock:
             return self._db.execute(sql, args)
 
-    def record_decision(
-        self,
-        *,
-        at: float,
-        incident_id: str,
-        event: str,
-        playbook: str,
-        subject: str,
-        action: str,
-        params: dict[str, Any],
-        dry_run: bool,
-        status: str,
-        guard: str = "",
-        reason: str = "",
-        detail: dict[str, Any] | None = None,
-    ) -> int:
+    def record(self, rec: ActionRecord) -> int:
         """Append one decision (ran, planned, skipped and why, failed, rolled back)."""
         cur = self._exec(
             "INSERT INTO decisions (at, incident_id, event, playbook, subject, action, params,"
-            " dry_run, status, guard, reason, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " dry_run, status, guard, reason, detail, phase) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                at,
-                incident_id,
-                event,
-                playbook,
-                subject,
-                action,
-                json.dumps(params, sort_keys=True, default=str),
-                int(dry_run),
-                status,
-                guard,
-                reason,
-                json.dumps(detail or {}, sort_keys=True, default=str),
+                rec.at,
+                rec.incident_id,
+                rec.event,
+                rec.playbook,
+                rec.subject,
+                rec.action,
+                json.dumps(rec.params, sort_keys=True, default=str),
+                int(rec.dry_run),
+                rec.status,
+                rec.guard,
+                rec.reason,
+                json.dumps(rec.detail, sort_keys=True, default=str),
+                rec.phase,
             ),
         )
         return int(cur.lastrowid or 0)
 
-    def decisions(self, incident_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+    def decisions(self, incident_id: str | None = None, limit: int = 1000) -> list[ActionRecord]:
         """Return decisions, oldest first, optionally for one incident."""
         where, args = ("WHERE incident_id = ?", (incident_id,)) if incident_id else ("", ())
         rows = self._exec(
-            f"SELECT * FROM decisions {where} ORDER BY id LIMIT ?",
+            "SELECT at, incident_id, event, playbook, subject, action, params, dry_run, status,"
+            f" guard, reason, detail, phase FROM decisions {where} ORDER BY id LIMIT ?",
             (*args, limit),
         ).fetchall()
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["params"] = json.loads(item["params"])
-            item["detail"] = json.loads(item["detail"])
-            item["dry_run"] = bool(item["dry_run"])
-            out.append(item)
-        return out
+        return [
+            ActionRecord(
+                at=float(r[0]),
+                incident_id=str(r[1]),
+                event=str(r[2]),
+                playbook=str(r[3]),
+                subject=str(r[4]),
+                action=str(r[5]),
+                params=json.loads(r[6]),
+                dry_run=bool(r[7]),
+                status=cast(Status, r[8]),
+                guard=str(r[9]),
+                reason=str(r[10]),
+                detail=json.loads(r[11]),
+                phase=cast(Phase, r[12]),
+            )
+            for r in rows
+        ]
 
-    def record_run(self, run: RunRecord) -> None:
-        """Remember a run (or a dry-run plan) for cooldowns, rates, budgets and reload loops."""
+    def ledger(
+        self, incident_ids: Collection[str], *, since: float, busy: Collection[str] = ()
+    ) -> Ledger:
+        """Return what the playbook stage decides against: done and skipped, and recent runs."""
+        ids = sorted(set(incident_ids))
+        done: set[tuple[str, str]] = set()
+        skipped: set[tuple[str, str, str]] = set()
+        # SQLite binds at most 999 parameters per statement on older builds.
+        for k in range(0, len(ids), 500):
+            chunk = ids[k : k + 500]
+            marks = ",".join("?" * len(chunk))
+            for inc, book in self._exec(
+                f"SELECT DISTINCT incident_id, playbook FROM runs WHERE incident_id IN ({marks})",
+                tuple(chunk),
+            ).fetchall():
+                done.add((str(inc), str(book)))
+            for inc, book, guard in self._exec(
+                "SELECT DISTINCT incident_id, playbook, guard FROM decisions"
+                f" WHERE status = 'skipped' AND action = '*' AND incident_id IN ({marks})",
+                tuple(chunk),
+            ).fetchall():
+                skipped.add((str(inc), str(book), str(guard)))
+        return Ledger(
+            done=frozenset(done),
+            skipped=frozenset(skipped),
+            history=tuple(self.history(since)),
+            busy=frozenset(busy),
+        )
+
+    def record_run(self, run: RunRecord, *, incident_id: str = "") -> None:
+        """Remember a run (or a dry-run plan) for cooldowns, rates, budgets and reload loops.
+
+        ``incident_id`` is empty for runs adopted from another replica or given by a test.
+        """
         self._exec(
-            "INSERT INTO runs (playbook, subject_key, model_key, at, dry_run, reload)"
-            " VALUES (?,?,?,?,?,?)",
+            "INSERT INTO runs (playbook, subject_key, model_key, at, dry_run, reload, incident_id)"
+            " VALUES (?,?,?,?,?,?,?)",
             (
                 run.playbook,
                 run.subject_key,
@@ -154,6 +218,7 @@ class AuditStore:
                 run.at,
                 int(run.dry_run),
                 int(run.reload),
+                incident_id,
             ),
         )
 
@@ -185,42 +250,67 @@ class AuditStore:
         return [RunRecord(r[0], r[1], r[2], float(r[3]), bool(r[4]), bool(r[5])) for r in rows]
 
     def add_undo(
-        self, incident_id: str, playbook: str, action: str, params: dict[str, Any], on_resolve: bool
+        self,
+        incident_id: str,
+        playbook: str,
+        action: str,
+        params: dict[str, Any],
+        on_resolve: bool,
+        *,
+        dry_run: bool = False,
     ) -> int:
-        """Persist how to undo an action, so a restart can still restore on resolve."""
+        """Persist how to undo an action, so a restart can still restore on resolve.
+
+        Dry-run plans record the restore a real run would make, in the same ledger.
+        """
         cur = self._exec(
-            "INSERT INTO undos (incident_id, playbook, action, params, on_resolve)"
-            " VALUES (?,?,?,?,?)",
-            (incident_id, playbook, action, json.dumps(params, default=str), int(on_resolve)),
+            "INSERT INTO undos (incident_id, playbook, action, params, on_resolve, dry_run)"
+            " VALUES (?,?,?,?,?,?)",
+            (
+                incident_id,
+                playbook,
+                action,
+                json.dumps(params, default=str),
+                int(on_resolve),
+                int(dry_run),
+            ),
         )
         return int(cur.lastrowid or 0)
 
     def pending_undos(
-        self, incident_id: str, *, on_resolve: bool | None = None, playbook: str | None = None
-    ) -> list[tuple[int, str, str, dict[str, Any]]]:
-        """Return (id, playbook, action, params) of undos not yet done, newest first."""
-        sql = "SELECT id, playbook, action, params FROM undos WHERE incident_id = ? AND done = 0"
+        self,
+        incident_id: str,
+        *,
+        on_resolve: bool | None = None,
+        playbook: str | None = None,
+        dry_run: bool | None = None,
+    ) -> list[PendingUndo]:
+        """Return undos not yet done, newest first (the order they undo in)."""
+        sql = (
+            "SELECT id, playbook, action, params, dry_run FROM undos"
+            " WHERE incident_id = ? AND done = 0"
+        )
         args: list[Any] = [incident_id]
-        if on_resolve is not None:
-            sql += " AND on_resolve = ?"
-            args.append(int(on_resolve))
-        if playbook is not None:
-            sql += " AND playbook = ?"
-            args.append(playbook)
+        for column, value in (("on_resolve", on_resolve), ("playbook", playbook)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value if isinstance(value, str) else int(value))
+        if dry_run is not None:
+            sql += " AND dry_run = ?"
+            args.append(int(dry_run))
         rows = self._exec(sql + " ORDER BY id DESC", tuple(args)).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3])) for r in rows]
+        return [
+            PendingUndo(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]), bool(r[4])) for r in rows
+        ]
 
-    def hand_over_undos(self, from_incident: str, to_incident: str) -> list[tuple[str, str, Any]]:
-        """Move pending restore-on-resolve undos to another incident; return what moved.
-
-        Each moved undo is returned as (playbook, action, params).
-        """
+    def hand_over_undos(self, from_incident: str, to_incident: str) -> list[PendingUndo]:
+        """Move pending restore-on-resolve undos to another incident; return what moved."""
         moved = self.pending_undos(from_incident, on_resolve=True)
         self._exec(
             "UPDATE undos SET incident_id = ? WHERE incident_id = ? AND done = 0 AND on_resolve = 1",
             (to_incident, from_incident),
         )
-        return [(playbook, action, params) for _, playbook, action, params in moved]
+        return moved
 
     def mark_undo_done(self, undo_id: int) -> None:
         """Mark an undo as carried out."""

@@ -1,4 +1,4 @@
-"""The daemon: settings → sources → engine → evaluator → dispatcher callback → HTTP, supervised."""
+"""The daemon: settings → sources → engine → evaluator → playbook stage → HTTP, supervised."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.clients.triton_api import TritonClient, TritonError
+from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
@@ -29,42 +30,54 @@ from tritonguard.sources.prometheus import PrometheusSource
 from tritonguard.sources.scrape import ScrapeSource
 from tritonguard.sources.source_status import PollResult, Source, SourceStatus
 
-EventsCallback = Callable[[list[IncidentEvent]], Awaitable[Any]]
+EventsObserver = Callable[[list[IncidentEvent]], Awaitable[None]]
 AlertsCallback = Callable[[list[Alert]], Awaitable[None]]
 ConfigFetcher = Callable[[TargetSettings, str], Awaitable[Mapping[str, Any] | None]]
 
 
 class PlaybookHooks(Protocol):
-    """What the daemon needs from its playbook runner (tritonguard.runtime.playbook_runner)."""
+    """What the daemon needs from its playbook stage (``playbook_service.PlaybookService``)."""
 
     def observe(self, samples: list[Sample], now: float) -> None:
         """See every ingested sample (the flight recorder keeps the recent ones)."""
+        ...
 
-    async def on_events(self, events: list[IncidentEvent]) -> Any:
-        """Handle incident transitions without blocking the caller."""
+    def after_evaluation(self, events: list[IncidentEvent], now: float) -> None:
+        """Start the playbook work of one evaluation without waiting for it."""
+        ...
 
-    async def on_evaluated(self, now: float) -> None:
-        """Start playbooks that became due after an evaluation, without blocking it."""
+    def subscribe(self, observer: Callable[[list[ActionRecord]], None]) -> None:
+        """Be told about every decision the stage records (the daemon counts them)."""
+        ...
+
+    async def on_alerts(self, alerts: list[Alert]) -> None:
+        """Remember which Alertmanager alerts fire (playbooks match on them)."""
+        ...
 
     async def drain(self) -> None:
         """Wait for in-flight actions (cancelled when the shutdown grace is over)."""
+        ...
 
     async def close(self) -> None:
         """Release clients and the audit database."""
+        ...
 
     def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
         """Return the audit trail of one incident."""
+        ...
 
     def leadership(self) -> dict[str, Any] | None:
         """Return the leader-election state, or None when replicas do not elect a leader."""
+        ...
 
     def background(self) -> Mapping[str, Callable[[], Awaitable[None]]]:
         """Return long-running tasks to supervise until the very end (leader election)."""
+        ...
 
 
 # Shutdown stages: stop reading first, then evaluating, then let in-flight actions finish,
 # and keep answering health checks until the very end.
-STAGE_SOURCES, STAGE_EVALUATOR, STAGE_DISPATCHER, STAGE_HTTP = 0, 1, 2, 3
+STAGE_SOURCES, STAGE_EVALUATOR, STAGE_PLAYBOOKS, STAGE_HTTP = 0, 1, 2, 3
 
 
 @dataclass(slots=True)
@@ -76,11 +89,11 @@ class _TargetHealth:
 class DaemonApp:
     """One daemon instance. ``run()`` serves until SIGTERM/SIGINT or ``request_stop()``.
 
-    ``on_events`` receives every batch of incident transitions (the playbook dispatcher); it
-    runs in its own task so a slow playbook never delays evaluation, and at shutdown it gets
-    ``shutdown_grace_s`` to finish what is in flight. Without it the daemon only diagnoses.
-    ``playbooks`` (a playbook runner) supplies ``on_events`` and is also told about every
-    ingested sample and every evaluation, drained at shutdown and closed last.
+    ``playbooks`` (the playbook stage) gets every evaluation's transitions straight from the
+    evaluator and starts their work without holding it up; at shutdown it gets
+    ``shutdown_grace_s`` to finish what is in flight, and it is closed last. It also sees every
+    ingested sample (flight recorder). Without it the daemon only diagnoses. ``on_events``
+    observes each non-empty batch of transitions (the lab and tests watch the daemon with it).
     """
 
     def __init__(
@@ -88,7 +101,7 @@ class DaemonApp:
         settings: Settings,
         *,
         engine: Engine | None = None,
-        on_events: EventsCallback | None = None,
+        on_events: EventsObserver | None = None,
         on_alerts: AlertsCallback | None = None,
         playbooks: PlaybookHooks | None = None,
         registry: CollectorRegistry | None = None,
@@ -107,10 +120,11 @@ class DaemonApp:
         self.sources: list[Source] = list(sources) if sources is not None else self._sources()
         self.http: HttpServer | None = None
         self._playbooks = playbooks
-        self._on_events = on_events or (playbooks.on_events if playbooks is not None else None)
-        self._on_alerts = on_alerts
+        self._on_events = on_events
+        self._on_alerts = on_alerts or (playbooks.on_alerts if playbooks is not None else None)
+        if playbooks is not None:
+            playbooks.subscribe(self.metrics.observe_actions)
         self._health: dict[tuple[str, str], _TargetHealth] = {}
-        self._queue: asyncio.Queue[list[IncidentEvent]] = asyncio.Queue()
         self._tritons: dict[str, TritonClient] = {}
         self._config_fetcher = config_fetcher or self._fetch_config_from_triton
         self._models: dict[str, set[str]] = {}
@@ -187,19 +201,18 @@ class DaemonApp:
             )
         return events
 
-    async def dispatch(self, events: list[IncidentEvent]) -> None:
-        """Hand events to ``on_events``; its failure is logged, never fatal."""
-        if self._on_events is None or not events:
-            return
-        try:
-            outcome = await self._on_events(events)
-        except Exception as exc:
-            self._log.error("event handler failed", events=len(events), exc_info=exc)
-            return
-        if isinstance(outcome, dict):
-            outcome = [r for records in outcome.values() for r in records]
-        if isinstance(outcome, list):
-            self.metrics.observe_actions(r for r in outcome if isinstance(r, dict))
+    async def dispatch(self, events: list[IncidentEvent], now: float) -> None:
+        """Start the playbook work for one evaluation, then tell ``on_events``; never fatal."""
+        if self._playbooks is not None:
+            try:
+                self._playbooks.after_evaluation(events, now)
+            except Exception as exc:
+                self._log.error("playbook stage failed", events=len(events), exc_info=exc)
+        if self._on_events is not None and events:
+            try:
+                await self._on_events(events)
+            except Exception as exc:
+                self._log.error("event observer failed", events=len(events), exc_info=exc)
 
     async def run_once(self) -> tuple[list[IncidentEvent], list[SourceStatus]]:
         """Poll every source once, evaluate, dispatch; return events and source statuses."""
@@ -207,7 +220,7 @@ class DaemonApp:
         for source in self.sources:
             statuses.extend((await self.poll(source)).statuses)
         events = self.evaluate()
-        await self.dispatch(events)
+        await self.dispatch(events, self.engine.last_evaluated or self.clock())
         await self._close_clients()
         return events, statuses
 
@@ -224,41 +237,17 @@ class DaemonApp:
             started = time.monotonic()
             events = self.evaluate()
             if events:
-                self._queue.put_nowait(events)
                 self._want_configs()
-            await self._after_evaluation()
+            if self._playbooks is not None:
+                leadership = self._playbooks.leadership()
+                self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
+            await self.dispatch(events, self.engine.last_evaluated or self.clock())
             await self._sleep(interval - (time.monotonic() - started))
 
-    async def _after_evaluation(self) -> None:
-        if self._playbooks is None or self.engine.last_evaluated is None:
-            return
-        leadership = self._playbooks.leadership()
-        self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
-        try:
-            await self._playbooks.on_evaluated(self.engine.last_evaluated)
-        except Exception as exc:
-            self._log.error("playbook re-check failed", exc_info=exc)
-
-    async def _dispatcher_loop(self) -> None:
-        stopping = asyncio.create_task(self.supervisor.stopping.wait())
-        try:
-            while True:
-                if self._queue.empty():
-                    if stopping.done():
-                        break
-                    getter = asyncio.create_task(self._queue.get())
-                    await asyncio.wait({getter, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()
-                        continue
-                    events = getter.result()
-                else:
-                    events = self._queue.get_nowait()
-                await self.dispatch(events)
-        finally:
-            stopping.cancel()
+    async def _playbooks_loop(self) -> None:
+        # Runs until shutdown, then drains inside this task's grace: in-flight actions finish.
+        await self.supervisor.stopping.wait()
         if self._playbooks is not None:
-            # Still inside this task's shutdown grace: in-flight actions get to finish.
             await self._playbooks.drain()
 
     async def _model_config_loop(self) -> None:
@@ -314,7 +303,9 @@ class DaemonApp:
                 config = await self._config_fetcher(target, model)
                 if config is None:
                     continue
-                subject = Subject(namespace=target.namespace, model=model, pod=target.pod)
+                # Keyed like the target's subjects: a Triton outside Kubernetes is its instance.
+                ns, pod = target.identity
+                subject = Subject(namespace=ns, model=model, pod=pod)
                 self.engine.note_model_config(subject, config)
                 if (target_name, model) not in self._configs_known:
                     self._configs_known.add((target_name, model))
@@ -414,12 +405,13 @@ class DaemonApp:
             )
         sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
         sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
-        sup.add(
-            "dispatcher",
-            self._dispatcher_loop,
-            stage=STAGE_DISPATCHER,
-            grace_s=self.settings.shutdown_grace_s,
-        )
+        if self._playbooks is not None:
+            sup.add(
+                "playbooks",
+                self._playbooks_loop,
+                stage=STAGE_PLAYBOOKS,
+                grace_s=self.settings.shutdown_grace_s,
+            )
         host, port = split_listen(self.settings.listen)
         self.http = HttpServer(
             host=host,

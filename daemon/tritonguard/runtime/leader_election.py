@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from tritonguard.clients.kubernetes_api import KubernetesError
+from tritonguard.clients.ports import LeaseApi
 from tritonguard.core.run_handover import ANNOTATION, WINDOW_S, decode_runs, encode_runs
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
@@ -18,36 +18,6 @@ from tritonguard.runtime.audit_store import AuditStore
 # has stopped acting a third of a duration before anyone else may start.
 RENEW_FRACTION = 1 / 3
 DEADLINE_FRACTION = 2 / 3
-
-
-class LeaseApi(Protocol):
-    """The lease calls of tritonguard.clients.kubernetes_api.KubernetesClient."""
-
-    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """Return the lease, or None."""
-
-    async def try_acquire_lease(
-        self,
-        namespace: str,
-        name: str,
-        holder: str,
-        duration_s: int,
-        annotations: Mapping[str, str] | None = None,
-    ) -> bool:
-        """Take or keep the lease."""
-
-    async def renew_lease(
-        self,
-        namespace: str,
-        name: str,
-        holder: str,
-        duration_s: int,
-        annotations: Mapping[str, str] | None = None,
-    ) -> bool:
-        """Renew a held lease."""
-
-    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
-        """Give the lease up."""
 
 
 class LeaderElector:

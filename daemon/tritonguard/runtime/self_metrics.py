@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.sources.source_status import SourceStatus
 
@@ -108,7 +109,7 @@ class SelfMetrics:
         for cause in self._causes_seen:
             self.open_incidents.labels(cause).set(tally.get(cause, 0))
 
-    def observe_actions(self, records: Iterable[dict[str, object]]) -> None:
-        """Count playbook step records by their ``status`` field."""
+    def observe_actions(self, records: Iterable[ActionRecord]) -> None:
+        """Count playbook decisions by status."""
         for record in records:
-            self.actions.labels(str(record.get("status", "unknown"))).inc()
+            self.actions.labels(record.status).inc()

@@ -1,25 +1,26 @@
-"""The dispatcher with real Kubernetes and Slack clients against the lab's fake API servers."""
+"""The playbook stage with real Kubernetes and Slack clients against the fake API servers."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from tests import playbook_harness
 from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.playbook_harness import StaticFeatures, handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
-from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
+from tritonguard.core.findings import Evidence, IncidentEvent
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import Playbook, load_playbooks_text
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.dispatcher import DispatchEnv, Dispatcher, load_playbook_files
+from tritonguard.runtime.playbook_executor import ExecutorEnv
+from tritonguard.runtime.playbook_files import load_playbook_files
 
-_ids = itertools.count(1)
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 
@@ -44,32 +45,30 @@ def book(text: str) -> Playbook:
     return load_playbooks_text(text, "inline.yaml", catalog())[0]
 
 
-def incident(
-    cause: str = "cpu_bottleneck", model: str = "resnet", kind: str = "opened"
-) -> IncidentEvent:
-    """Return an incident on pod triton-5d9c7b-x2x9q of Deployment ``triton``."""
-    return IncidentEvent(
-        event=kind,  # type: ignore[arg-type]
-        incident_id=f"inc-{next(_ids)}",
-        cause=cause,
-        subject=Subject("prod", model, "triton-5d9c7b-x2x9q"),
-        at=5000.0,
-        confidence=0.8,
-        summary="container CPU at its quota while the GPU idles",
-        evidence={"cpu": Evidence(0.97, "ratio", 60, "container CPU / quota")},
-        fix=Fix("raise the CPU limit", config_snippet="resources: {limits: {cpu: 4}}"),
-        opened_at=4900.0,
-    )
+def incident(cause: str = "cpu_bottleneck") -> IncidentEvent:
+    """Return an incident on pod triton-5d9c7b-x2x9q of Deployment ``triton``, open 100 s."""
+    return playbook_harness.incident(cause, at=5000.0, opened_at=4900.0)
 
 
-def env(kube: FakeKube | None, slack: FakeSlack | None, **kw: object) -> DispatchEnv:
-    """Return a dispatch environment using the real clients against the fakes."""
-    return DispatchEnv(
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+def env(
+    kube: FakeKube | None,
+    slack: FakeSlack | None,
+    *,
+    features: StaticFeatures | None = None,
+    sleep: Callable[[float], Awaitable[None]] = _no_wait,
+) -> ExecutorEnv:
+    """Return an executor environment using the real clients against the fakes."""
+    return ExecutorEnv(
         kube=KubernetesClient.for_host(kube.url) if kube else None,
         slack=SlackNotifier(slack.token, base_url=slack.base_url) if slack else None,
         slack_channel="#tritonguard-alerts",
         clock=lambda: 5000.0,
-        **kw,  # type: ignore[arg-type]
+        features=features or StaticFeatures(),
+        sleep=sleep,
     )
 
 
@@ -81,11 +80,9 @@ async def test_default_cpu_playbook_scales_the_owning_deployment_and_posts(
         b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
         for b in load_playbook_files([PLAYBOOKS / "cpu_bottleneck.yaml"])
     ]
-    disp = Dispatcher(
-        books, AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, slack)
-    )
-    records = await disp.handle(incident())
-    assert [(r["action"], r["status"]) for r in records] == [
+    on = stage(books, AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, slack))
+    records = await handle(on, incident())
+    assert [(r.action, r.status) for r in records] == [
         ("slack.post", "ran"),
         ("kubernetes.scale", "ran"),
     ]
@@ -106,11 +103,11 @@ steps:
   - action: kubernetes.scale
     params: {name: "{{ pod.rsplit('-', 2)[0] }}", add: 1}
 """
-    disp = Dispatcher(
+    on = stage(
         [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, None)
     )
-    records = await disp.handle(incident())
-    assert records[0]["status"] == "ran", records[0]["reason"]
+    records = await handle(on, incident())
+    assert records[0].status == "ran", records[0].reason
     hpa = kube.get_object("HorizontalPodAutoscaler", "prod", "triton-hpa")
     assert hpa is not None and hpa["spec"]["minReplicas"] == 3
 
@@ -125,11 +122,11 @@ steps:
   - action: kubernetes.scale
     params: {name: triton, add: 1}
 """
-    disp = Dispatcher(
+    on = stage(
         [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, None)
     )
-    records = await disp.handle(incident())
-    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "bounds")]
+    records = await handle(on, incident())
+    assert [(r.status, r.guard) for r in records] == [("skipped", "bounds")]
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 2
 
@@ -155,14 +152,14 @@ escalate:
     async def sleep(seconds: float) -> None:
         waited.append(seconds)
 
-    disp = Dispatcher(
+    on = stage(
         [book(text)],
         AuditStore(),
         settings=GuardSettings(dry_run=False),
-        env=env(kube, slack, sleep=sleep, feature_value=lambda s, n, t: 0.95),
+        env=env(kube, slack, sleep=sleep, features=StaticFeatures(0.95)),
     )
-    records = await disp.handle(incident())
-    assert [(r["action"], r["status"]) for r in records] == [
+    records = await handle(on, incident())
+    assert [(r.action, r.status) for r in records] == [
         ("kubernetes.scale", "ran"),
         ("verify", "failed"),
         ("kubernetes.scale", "rolled_back"),
@@ -185,15 +182,15 @@ steps:
     params: {name: triton, add: 1}
 """
     store = AuditStore()
-    disp = Dispatcher(
+    on = stage(
         [book(text)],
         store,
         settings=GuardSettings(dry_run=False),
-        env=env(kube, None, is_fresh=lambda s, t: False),
+        env=env(kube, None, features=StaticFeatures(fresh=False)),
     )
-    records = await disp.handle(incident())
-    assert [(r["status"], r.get("guard")) for r in records] == [("skipped", "stale")]
-    assert store.decisions()[0]["reason"].startswith("no fresh data")
+    records = await handle(on, incident())
+    assert [(r.status, r.guard) for r in records] == [("skipped", "stale")]
+    assert store.decisions()[0].reason.startswith("no fresh data")
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 2
 
@@ -211,11 +208,11 @@ steps:
 """
     second = first.replace("first", "second").replace("batching_delay", "too_few_instances")
     store = AuditStore(tmp_path / "audit.sqlite3")
-    disp = Dispatcher([book(first), book(second)], store)
-    planned = await disp.handle(incident("batching_delay"))
-    assert [r["status"] for r in planned] == ["planned"]
-    blocked = await disp.handle(incident("too_few_instances"))
-    assert [(r["playbook"], r.get("guard")) for r in blocked] == [("second", "reload_cooldown")]
+    on = stage([book(first), book(second)], store)
+    planned = await handle(on, incident("batching_delay"))
+    assert [r.status for r in planned] == ["planned"]
+    blocked = await handle(on, incident("too_few_instances"))
+    assert [(r.playbook, r.guard) for r in blocked] == [("second", "reload_cooldown")]
 
 
 async def test_template_failure_is_recorded_not_raised() -> None:
@@ -227,9 +224,9 @@ steps:
   - action: slack.post
     params: {text: "queue share {{ evidence.queue_share }}"}
 """
-    records = await Dispatcher([book(text)], AuditStore()).handle(incident())
-    assert records[0]["status"] == "failed"
-    assert "queue_share" in records[0]["reason"] and "\n" not in records[0]["reason"]
+    records = await handle(stage([book(text)], AuditStore()), incident())
+    assert records[0].status == "failed"
+    assert "queue_share" in records[0].reason and "\n" not in records[0].reason
 
 
 async def test_slack_diagnosis_carries_the_numbers_and_what_else_matched(slack: FakeSlack) -> None:
@@ -245,11 +242,11 @@ steps:
     ev.evidence["queue_share"] = Evidence(0.82, "ratio", 30, "Δqueue_us / Δrequest_us")
     ev.evidence["note"] = Evidence(None, "ms", 0, "a <tag> & more")
     ev.secondary.append("too_few_instances")
-    disp = Dispatcher(
+    on = stage(
         [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(None, slack)
     )
-    records = await disp.handle(ev)
-    assert [r["status"] for r in records] == ["ran"], records
+    records = await handle(on, ev)
+    assert [r.status for r in records] == ["ran"], records
     [posted] = slack.messages_in("#tritonguard-alerts")
     fields = next(b["fields"] for b in posted.blocks if "fields" in b)
     texts = [f["text"] for f in fields]

@@ -1,0 +1,192 @@
+"""What the playbook stage should do after one evaluation: typed decisions, no I/O (pure).
+
+The daemon, ``replay`` and ``tritonguard test`` all call :func:`decide_step` with the
+evaluation's incident transitions and the engine's open incidents; the runtime executes what it
+returns. Matching, ``held_for``, the guards, hand-over of restores and restore-on-resolve are
+decided here, against a :class:`Ledger` read once per evaluation from the audit store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key
+from tritonguard.core.playbook_model import Playbook
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlaybook:
+    """Run (or, in dry-run, plan) ``playbook`` for ``incident``."""
+
+    incident: IncidentEvent
+    playbook: Playbook
+    dry_run: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SkipPlaybook:
+    """A guard blocked ``playbook`` for ``incident``; recorded once per guard."""
+
+    incident: IncidentEvent
+    playbook: str
+    dry_run: bool
+    guard: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoteOpen:
+    """Remember the incident in the audit trail (idempotent)."""
+
+    incident: IncidentEvent
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """``resolved`` gave way to ``successor`` on the same subject: its restores wait for that one.
+
+    The subject has not recovered, only its diagnosis moved (a retry storm held off by shedding
+    is still an overload): lifting a shed now would restart the storm.
+    """
+
+    resolved: IncidentEvent
+    successor: IncidentEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """The incident resolved: record it and restore what its playbooks changed on resolve."""
+
+    incident: IncidentEvent
+
+
+Decision = RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """What the audit store already holds about the incidents in view, read once per step."""
+
+    # (incident_id, playbook) pairs that already ran or were planned.
+    done: frozenset[tuple[str, str]] = frozenset()
+    # (incident_id, playbook, guard) skips already recorded.
+    skipped: frozenset[tuple[str, str, str]] = frozenset()
+    # Runs of the last day, for cooldowns, rates, the budget and reload loops.
+    history: tuple[RunRecord, ...] = ()
+    # Subjects with playbook work in flight.
+    busy: frozenset[str] = frozenset()
+
+
+def successors(events: Sequence[IncidentEvent]) -> dict[str, IncidentEvent]:
+    """Map each incident that resolves as another opens on its subject (same batch) to it."""
+    opened = {e.subject.key(): e for e in events if e.event == "opened"}
+    return {
+        e.incident_id: opened[e.subject.key()]
+        for e in events
+        if e.event == "resolved" and e.subject.key() in opened
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """Everything a step decides against besides the incidents themselves."""
+
+    playbooks: Sequence[Playbook]
+    ledger: Ledger
+    settings: GuardSettings
+    now: float
+    fresh: Callable[[Subject], bool]
+    alerts_for: Callable[[IncidentEvent], frozenset[str]]
+    # Whether a playbook reloads a model (counts toward every playbook's reload cooldown).
+    reloads: Callable[[Playbook], bool]
+    # Why this replica may not act (another holds the leader lease), or None.
+    leader_elsewhere: str | None = None
+
+
+@dataclass(slots=True)
+class _Working:
+    """The ledger as this step's earlier decisions change it."""
+
+    done: set[tuple[str, str]]
+    skipped: set[tuple[str, str, str]]
+    history: list[RunRecord]
+
+
+def decide_step(
+    transitions: Sequence[IncidentEvent],
+    open_incidents: Iterable[IncidentEvent],
+    ctx: StepContext,
+) -> list[Decision]:
+    """Return the decisions for one evaluation, in the order they must be carried out.
+
+    Transitions come first, in the engine's order: a resolution hands its restores to the
+    incident that replaced it on the subject, then resolves; an opening or update considers
+    every playbook. Then every other open incident is considered again (``held_for`` reached, a
+    guard cleared). Each decision sees the runs the earlier ones started, so two playbooks in
+    one step honour each other's reload cooldown and the budget.
+    """
+    ledger = ctx.ledger
+    work = _Working(set(ledger.done), set(ledger.skipped), list(ledger.history))
+    out: list[Decision] = []
+    handed = successors(transitions)
+    seen: set[str] = set()
+    for event in transitions:
+        seen.add(event.incident_id)
+        if event.event == "resolved":
+            successor = handed.get(event.incident_id)
+            if successor is not None:
+                out.append(HandOver(event, successor))
+            out.append(Resolve(event))
+            continue
+        out.append(NoteOpen(event))
+        out += _consider(event, ctx, work)
+    for event in open_incidents:
+        if event.incident_id not in seen:
+            out += _consider(event, ctx, work)
+    return out
+
+
+def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[Decision]:
+    out: list[Decision] = []
+    alerts = ctx.alerts_for(event)
+    subject = event.subject
+    for book in ctx.playbooks:
+        key = (event.incident_id, book.name)
+        if key in work.done or book.matches(event, alerts) is not None:
+            continue
+        if ctx.now - event.opened_at < book.when.held_for:
+            continue
+        verdict = decide(
+            playbook=book.name,
+            guards=book.guards,
+            subject=subject,
+            now=ctx.now,
+            fresh=ctx.fresh(subject),
+            busy=ctx.ledger.busy,
+            history=work.history,
+            settings=ctx.settings,
+            leader_elsewhere=ctx.leader_elsewhere,
+        )
+        if not verdict.allowed:
+            skip = (event.incident_id, book.name, verdict.guard)
+            if skip not in work.skipped:
+                work.skipped.add(skip)
+                out.append(
+                    SkipPlaybook(event, book.name, verdict.dry_run, verdict.guard, verdict.reason)
+                )
+            continue
+        work.done.add(key)
+        work.history.append(
+            RunRecord(
+                book.name,
+                subject.key(),
+                model_key(subject),
+                ctx.now,
+                verdict.dry_run,
+                ctx.reloads(book),
+            )
+        )
+        out.append(RunPlaybook(event, book, verdict.dry_run))
+    return out

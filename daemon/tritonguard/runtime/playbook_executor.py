@@ -1,0 +1,535 @@
+"""Carry out playbook decisions: run or plan steps, verify, roll back, escalate, restore.
+
+The executor is the only place that calls actions. It works against typed client protocols
+(``tritonguard.clients.ports``) and writes each decision once, as an :class:`ActionRecord`,
+through the audit store; undos go to the store's one undo ledger, dry-run plans included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from tritonguard.actions.registry import (
+    ActionContext,
+    ActionFailed,
+    BoundsExceeded,
+    RegisteredAction,
+    load_all,
+)
+from tritonguard.clients.ports import KubeApi, SlackApi, TritonApi
+from tritonguard.core.action_records import ActionRecord, Phase, Status
+from tritonguard.core.config_patch import Change, reverse_patch
+from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.guards import RunRecord, merge_bounds, model_key
+from tritonguard.core.playbook_decisions import SkipPlaybook
+from tritonguard.core.playbook_model import Playbook, Step
+from tritonguard.core.templating import TemplateError, incident_context, render_value
+from tritonguard.runtime.audit_store import AuditStore, PendingUndo
+
+
+class FeatureView(Protocol):
+    """Current feature values of a subject, as the engine saw them (None: unknown or stale)."""
+
+    def feature_value(self, subject: Subject, name: str, now: float) -> float | None:
+        """Return one feature's value."""
+        ...
+
+    def is_fresh(self, subject: Subject, now: float) -> bool:
+        """Return whether the subject's data is recent enough to act on."""
+        ...
+
+
+class NoFeatures:
+    """A feature view with nothing in it (tests of single actions)."""
+
+    def feature_value(self, subject: Subject, name: str, now: float) -> float | None:
+        """Return None: nothing is known."""
+        return None
+
+    def is_fresh(self, subject: Subject, now: float) -> bool:
+        """Return True: freshness is not what such a test is about."""
+        return True
+
+
+@dataclass(slots=True)
+class ExecutorEnv:
+    """The outside world as the executor sees it; every client is optional for dry-run."""
+
+    triton_for: Callable[[Subject], TritonApi | None] = lambda s: None
+    kube: KubeApi | None = None
+    slack: SlackApi | None = None
+    slack_channel: str = "#tritonguard"
+    features: FeatureView = field(default_factory=NoFeatures)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.time
+    # Stand-ins for ``GET .../config`` when planning without a server (tests, replay).
+    static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # Told about every real run, so the next leader learns of it at once.
+    on_run: Callable[[], None] = lambda: None
+
+
+class _Failed(Exception):
+    def __init__(self, status: Status, guard: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.guard, self.reason = status, guard, reason
+
+
+def _short(params: dict[str, Any]) -> dict[str, Any]:
+    """Keep records readable: a whole model config is summarised, not copied."""
+    out = dict(params)
+    if isinstance(out.get("config"), dict):
+        out["config"] = "<previous config>"
+    return out
+
+
+class PlaybookExecutor:
+    """Runs, plans, verifies, rolls back, escalates and restores; records every decision."""
+
+    def __init__(
+        self,
+        store: AuditStore,
+        env: ExecutorEnv | None = None,
+        actions: Mapping[str, RegisteredAction] | None = None,
+    ) -> None:
+        self.store = store
+        self.env = env or ExecutorEnv()
+        self.actions = dict(actions) if actions is not None else load_all()
+
+    def reloads(self, book: Playbook) -> bool:
+        """Whether any step of the playbook reloads a model."""
+        return any(
+            self.actions[s.action].reloads_model
+            for s in book.all_steps()
+            if s.action in self.actions
+        )
+
+    # ---- recording ------------------------------------------------------------------------
+    def record(  # noqa: PLR0917 - every record names these seven facts; the rest are keywords
+        self,
+        event: IncidentEvent,
+        playbook: str,
+        action: str,
+        params: dict[str, Any],
+        dry_run: bool,
+        status: Status,
+        now: float,
+        *,
+        guard: str = "",
+        reason: str = "",
+        detail: dict[str, Any] | None = None,
+        phase: Phase = "step",
+    ) -> ActionRecord:
+        """Write one decision to the audit store and return it."""
+        rec = ActionRecord(
+            at=now,
+            incident_id=event.incident_id,
+            event=event.event,
+            playbook=playbook,
+            subject=event.subject.key(),
+            action=action,
+            params=params,
+            dry_run=dry_run,
+            status=status,
+            guard=guard,
+            reason=reason,
+            detail=detail or {},
+            phase=phase,
+        )
+        self.store.record(rec)
+        return rec
+
+    def skipped(self, skip: SkipPlaybook, now: float) -> ActionRecord:
+        """Record that a guard blocked the whole playbook."""
+        return self.record(
+            skip.incident,
+            skip.playbook,
+            "*",
+            {},
+            skip.dry_run,
+            "skipped",
+            now,
+            guard=skip.guard,
+            reason=skip.reason,
+        )
+
+    # ---- running a playbook ---------------------------------------------------------------
+    def begin(self, book: Playbook, event: IncidentEvent, dry_run: bool, now: float) -> None:
+        """Record that ``book`` starts on ``event`` (cooldowns, rates, budget see it at once)."""
+        subject = event.subject
+        self.store.record_run(
+            RunRecord(
+                book.name, subject.key(), model_key(subject), now, dry_run, self.reloads(book)
+            ),
+            incident_id=event.incident_id,
+        )
+        if not dry_run:
+            self.env.on_run()
+
+    async def run(
+        self, book: Playbook, event: IncidentEvent, dry_run: bool, now: float
+    ) -> list[ActionRecord]:
+        """Run (or plan) every step of ``book`` for ``event`` decided at ``now`` (after begin).
+
+        A plan is dated ``now``; a real run dates each step when it finishes, since a verify
+        step waits.
+        """
+        if dry_run:
+            return await self._plan(book, event, now)
+        return await self._execute(book, event, now)
+
+    def _context(self, book: Playbook, event: IncidentEvent, dry_run: bool) -> ActionContext:
+        subject = event.subject
+        features, clock = self.env.features, self.env.clock
+        return ActionContext(
+            subject=subject,
+            event=event,
+            playbook=book.name,
+            bounds=merge_bounds(book.guards.bounds),
+            dry_run=dry_run,
+            triton=self.env.triton_for(subject),
+            kube=self.env.kube,
+            slack=self.env.slack,
+            slack_channel=self.env.slack_channel,
+            feature_value=lambda s, n: features.feature_value(s, n, clock()),
+            sleep=self.env.sleep,
+            static_configs=self.env.static_configs,
+        )
+
+    def _params(self, step: Step, event: IncidentEvent, now: float) -> tuple[dict[str, Any], Any]:
+        action = self.actions.get(step.action)
+        if action is None:
+            raise _Failed("failed", "", f"unknown action {step.action!r}")
+        try:
+            rendered = render_value(step.params, incident_context(event, now))
+        except TemplateError as exc:
+            raise _Failed("failed", "template", str(exc)) from None
+        try:
+            return rendered, action.params.model_validate(rendered)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise _Failed("failed", "params", f"{loc}: {first['msg']}") from None
+
+    def _refused(  # noqa: PLR0917 - the facts of the record, as for record()
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        dry_run: bool,
+        exc: _Failed,
+        now: float,
+    ) -> ActionRecord:
+        """Record a step that could not start (bad template, parameters or a guard)."""
+        return self.record(
+            event,
+            book.name,
+            step.action,
+            step.params,
+            dry_run,
+            exc.status,
+            now,
+            guard=exc.guard,
+            reason=exc.reason,
+        )
+
+    async def _plan(self, book: Playbook, event: IncidentEvent, now: float) -> list[ActionRecord]:
+        records: list[ActionRecord] = []
+        ctx = self._context(book, event, True)
+        for step in book.all_steps():
+            try:
+                rendered, params = self._params(step, event, now)
+            except _Failed as exc:
+                records.append(self._refused(event, book, step, True, exc, now))
+                break
+            action = self.actions[step.action]
+            try:
+                detail = await action.plan(ctx, params) if action.plan else {}
+            except BoundsExceeded as exc:
+                records.append(
+                    self.record(
+                        event,
+                        book.name,
+                        step.action,
+                        rendered,
+                        True,
+                        "skipped",
+                        now,
+                        guard="bounds",
+                        reason=str(exc),
+                    )
+                )
+                break
+            except Exception as exc:  # planning reads at most; report why and keep planning
+                detail = {"note": f"could not plan in detail: {exc}"}
+            records.append(
+                self.record(
+                    event,
+                    book.name,
+                    step.action,
+                    rendered,
+                    True,
+                    "planned",
+                    now,
+                    reason="dry-run",
+                    detail=detail,
+                )
+            )
+            if getattr(params, "restore_on_resolve", False):
+                action_name, undo_params = self._planned_restore(detail)
+                self.store.add_undo(
+                    event.incident_id, book.name, action_name, undo_params, True, dry_run=True
+                )
+        return records
+
+    def _planned_restore(self, detail: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Return the restore a live run would make for a planned change (as far as known)."""
+        model = str(detail.get("model", ""))
+        config = self.env.static_configs.get(model)
+        changes = [
+            Change(c["path"], c.get("old"), c.get("new"))
+            for c in detail.get("changes") or []
+            if isinstance(c, Mapping) and "path" in c
+        ]
+        reverse = reverse_patch(config, changes) if config is not None and changes else None
+        if reverse is None:
+            return "triton.load", {"model": model}
+        return "triton.update_config", {
+            "model": model,
+            "set": dict(reverse.set),
+            "remove": list(reverse.remove),
+        }
+
+    async def _execute(
+        self, book: Playbook, event: IncidentEvent, now: float
+    ) -> list[ActionRecord]:
+        records: list[ActionRecord] = []
+        ctx = self._context(book, event, False)
+        undos: list[PendingUndo] = []
+        failure: _Failed | None = None
+        for step in book.all_steps():
+            try:
+                rendered, params = self._params(step, event, now)
+            except _Failed as exc:
+                failure = exc
+                records.append(self._refused(event, book, step, False, exc, now))
+                break
+            try:
+                result = await self.actions[step.action].run(ctx, params)
+            except BoundsExceeded as exc:
+                failure = _Failed("skipped", "bounds", str(exc))
+            except ActionFailed as exc:
+                failure = _Failed("failed", "", str(exc))
+            except Exception as exc:  # a client error or a bug: recorded, never fatal
+                failure = _Failed("failed", "", f"{type(exc).__name__}: {exc}")
+            if failure is not None:
+                records.append(
+                    self.record(
+                        event,
+                        book.name,
+                        step.action,
+                        rendered,
+                        False,
+                        failure.status,
+                        self.env.clock(),
+                        guard=failure.guard,
+                        reason=failure.reason,
+                    )
+                )
+                if self.actions[step.action].kind == "notify":
+                    # A Slack outage must not stop (or undo) a remediation: record it, go on.
+                    failure = None
+                    continue
+                break
+            records.append(
+                self.record(
+                    event,
+                    book.name,
+                    step.action,
+                    rendered,
+                    False,
+                    "ran",
+                    self.env.clock(),
+                    detail=result.detail,
+                )
+            )
+            if result.undo is not None:
+                undo = result.undo
+                undo_id = self.store.add_undo(
+                    event.incident_id, book.name, undo.action, undo.params, undo.on_resolve
+                )
+                undos.append(PendingUndo(undo_id, book.name, undo.action, undo.params))
+        if failure is not None:
+            records += await self._rollback(book, event, ctx, undos, failure)
+        return records
+
+    async def _rollback(
+        self,
+        book: Playbook,
+        event: IncidentEvent,
+        ctx: ActionContext,
+        undos: list[PendingUndo],
+        failure: _Failed,
+    ) -> list[ActionRecord]:
+        records: list[ActionRecord] = []
+        if book.rollback is None:
+            steps = [(u.undo_id, Step(action=u.action, params=u.params)) for u in reversed(undos)]
+        else:
+            steps = [(0, s) for s in book.rollback]
+            for undo in undos:
+                self.store.mark_undo_done(undo.undo_id)
+        for undo_id, step in steps:
+            records.append(
+                await self._run_one(
+                    book,
+                    event,
+                    ctx,
+                    step,
+                    ok_status="rolled_back",
+                    phase="rollback",
+                    reason=f"after: {failure.reason}",
+                )
+            )
+            if undo_id:
+                self.store.mark_undo_done(undo_id)
+        for step in book.escalate:
+            records.append(
+                await self._run_one(
+                    book,
+                    event,
+                    ctx,
+                    step,
+                    ok_status="ran",
+                    phase="escalate",
+                    reason=f"escalated: {failure.reason}",
+                )
+            )
+        return records
+
+    async def _run_one(
+        self,
+        book: Playbook | str,
+        event: IncidentEvent,
+        ctx: ActionContext,
+        step: Step,
+        *,
+        ok_status: Status,
+        phase: Phase,
+        reason: str,
+    ) -> ActionRecord:
+        name = book if isinstance(book, str) else book.name
+        now = self.env.clock()
+        try:
+            rendered, params = self._params(step, event, now)
+            result = await self.actions[step.action].run(ctx, params)
+        except Exception as exc:  # rollback and escalation must never take the daemon down
+            guard, why = (
+                (exc.guard, exc.reason)
+                if isinstance(exc, _Failed)
+                else ("", f"{phase} failed: {exc}")
+            )
+            return self.record(
+                event,
+                name,
+                step.action,
+                step.params,
+                False,
+                "failed",
+                now,
+                guard=guard,
+                reason=why,
+                phase=phase,
+            )
+        return self.record(
+            event,
+            name,
+            step.action,
+            _short(rendered),
+            False,
+            ok_status,
+            self.env.clock(),
+            reason=reason,
+            detail=result.detail,
+            phase=phase,
+        )
+
+    # ---- resolution -----------------------------------------------------------------------
+    def hand_over(self, resolved: IncidentEvent, successor: IncidentEvent) -> list[ActionRecord]:
+        """Give the restores of ``resolved`` to ``successor``: they run when that one resolves."""
+        moved = self.store.hand_over_undos(resolved.incident_id, successor.incident_id)
+        reason = (
+            f"{successor.cause} opened on the subject as {resolved.cause} resolved; "
+            f"the restore waits until {successor.incident_id} resolves"
+        )
+        return [
+            self.record(
+                resolved,
+                undo.playbook,
+                undo.action,
+                _short(undo.params),
+                undo.dry_run,
+                "deferred",
+                resolved.at,
+                reason=reason,
+                phase="restore",
+            )
+            for undo in moved
+        ]
+
+    async def resolve(
+        self, event: IncidentEvent, books: Mapping[str, Playbook], now: float
+    ) -> list[ActionRecord]:
+        """Record the resolution and run (or, for dry-run plans, plan) the pending restores."""
+        self.store.resolve_incident(event.incident_id, now)
+        records: list[ActionRecord] = []
+        for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=True):
+            records.append(
+                self.record(
+                    event,
+                    undo.playbook,
+                    undo.action,
+                    undo.params,
+                    True,
+                    "planned",
+                    now,
+                    reason="restore on resolve",
+                    phase="restore",
+                )
+            )
+            self.store.mark_undo_done(undo.undo_id)
+        for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=False):
+            book = books.get(undo.playbook)
+            if book is None:
+                continue
+            # Restores put back what the server had; bounds guard new values only.
+            ctx = replace(self._context(book, event, False), restoring=True)
+            step = Step(action=undo.action, params=undo.params)
+            records.append(
+                await self._run_one(
+                    book,
+                    event,
+                    ctx,
+                    step,
+                    ok_status="ran",
+                    phase="restore",
+                    reason="restore on resolve",
+                )
+            )
+            self.store.mark_undo_done(undo.undo_id)
+            self.store.record_run(
+                RunRecord(
+                    undo.playbook,
+                    event.subject.key(),
+                    model_key(event.subject),
+                    now,
+                    False,
+                    self.actions[undo.action].reloads_model,
+                ),
+                incident_id=event.incident_id,
+            )
+        return records

@@ -1,0 +1,295 @@
+"""The playbook stage as the daemon runs it: clients from settings, flight recorder, leadership.
+
+:func:`build_service` wires the stage's executor to the Triton, Kubernetes and Slack clients
+the settings name, the audit database, the flight recorder and, with several replicas, the
+leader election. The daemon calls :meth:`PlaybookService.after_evaluation` straight from its
+evaluator; nothing there waits for a playbook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonguard.clients.kubernetes_api import KubernetesClient
+from tritonguard.clients.ports import TritonApi
+from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.clients.triton_api import TritonClient
+from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.engine import Engine
+from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.guards import GuardSettings
+from tritonguard.core.samples import Sample
+from tritonguard.logs import get_logger
+from tritonguard.runtime.alert_book import AlertBook
+from tritonguard.runtime.alertmanager_webhook import Alert
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.flight_recorder import FlightRecorder
+from tritonguard.runtime.leader_election import LeaderElector
+from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
+from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
+from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.settings import Settings
+
+DEFAULT_SLACK_CHANNEL = "#tritonguard"
+
+
+def playbook_dirs(settings: Settings) -> list[Path]:
+    """Return the configured playbook paths, or the shipped ``playbooks/`` directory."""
+    return list(settings.playbook_dirs) or [SHIPPED_PLAYBOOKS]
+
+
+def flight_recorder_dir(audit_db_path: Path) -> Path:
+    """Return where incident traces go: a directory next to the audit database."""
+    return audit_db_path.parent / f"{audit_db_path.stem}-incidents"
+
+
+@dataclass(slots=True)
+class TritonDirectory:
+    """Triton API clients by target identity (namespace, pod), as the sources label subjects.
+
+    A target without ``pod`` labels its subjects with the metrics ``instance`` (``host:port``),
+    so that is the key then (``TargetSettings.identity``). A model-wide subject (no pod) gets the
+    only Triton of its namespace, or none when several could be meant.
+    """
+
+    clients: dict[tuple[str, str], TritonClient] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TritonDirectory:
+        """Build one client per target that has a ``triton_url``."""
+        out = cls()
+        for target in settings.targets:
+            if not target.triton_url:
+                continue
+            token = target.access_token.get_secret_value() if target.access_token else None
+            out.clients[target.identity] = TritonClient(
+                target.triton_url, access_token=token, timeout_s=settings.triton_timeout_s
+            )
+        return out
+
+    def for_subject(self, subject: Subject) -> TritonApi | None:
+        """Return the client for the subject's pod, or None when no Triton URL is known."""
+        client = self.clients.get((subject.namespace, subject.pod))
+        if client is not None or subject.pod:
+            return client
+        same_ns = [c for (ns, _), c in self.clients.items() if ns == subject.namespace]
+        return same_ns[0] if len(same_ns) == 1 else None
+
+    async def close(self) -> None:
+        """Close every client."""
+        for client in self.clients.values():
+            await client.close()
+
+
+class PlaybookService:
+    """The daemon's hooks into the playbook stage (``DaemonApp(playbooks=...)``).
+
+    Every record the stage writes is logged, counted (``on_records``) and, when it changed a
+    server for real, reported through ``on_change`` (the daemon re-reads model configs). At
+    shutdown :meth:`drain` waits for work in flight; the supervisor cancels it when the grace
+    period is over.
+    """
+
+    def __init__(
+        self,
+        stage: PlaybookStage,
+        *,
+        alerts: AlertBook | None = None,
+        recorder: FlightRecorder | None = None,
+        elector: LeaderElector | None = None,
+        closers: Iterable[Callable[[], Any]] = (),
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.stage = stage
+        self.alerts = alerts or AlertBook()
+        self.recorder = recorder
+        self.elector = elector
+        self.on_change = on_change
+        self._observers: list[Callable[[list[ActionRecord]], None]] = []
+        self._closers = list(closers)
+        self._log = get_logger("tritonguard.playbooks")
+        stage.on_records = self._on_records
+
+    @property
+    def store(self) -> AuditStore:
+        """The audit trail."""
+        return self.stage.store
+
+    def subscribe(self, observer: Callable[[list[ActionRecord]], None]) -> None:
+        """Be told about every decision the stage records (the daemon counts them)."""
+        self._observers.append(observer)
+
+    def leadership(self) -> dict[str, Any] | None:
+        """Return who leads and whether this replica may act, or None without election."""
+        e = self.elector
+        if e is None:
+            return None
+        return {
+            "identity": e.identity,
+            "leader": e.is_leader(),
+            "holder": e.holder,
+            "blocked": e.leader_elsewhere(),
+            "adopted_runs": e.adopted,
+        }
+
+    def background(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """Return the long-running tasks the daemon must supervise (leader election)."""
+        return {"leader-election": self.elector.run} if self.elector is not None else {}
+
+    async def on_alerts(self, alerts: list[Alert]) -> None:
+        """Remember what Alertmanager says is firing (its webhook posts to the daemon)."""
+        self.alerts.update(alerts)
+
+    def observe(self, samples: list[Sample], now: float) -> None:
+        """Feed the flight recorder with every sample the daemon ingests."""
+        if self.recorder is not None:
+            self.recorder.observe(samples, now)
+
+    def after_evaluation(self, events: list[IncidentEvent], now: float) -> None:
+        """Capture incidents for the flight recorder and start the evaluation's playbook work."""
+        for event in events:
+            self._capture(event)
+        self.stage.step(events, now)
+
+    def _capture(self, event: IncidentEvent) -> None:
+        if self.recorder is None:
+            return
+        try:
+            path = self.recorder.on_event(event)
+        except OSError as exc:
+            self._log.warning(
+                "flight recorder could not write", incident=event.incident_id, error=str(exc)
+            )
+            return
+        if path is not None:
+            self._log.info("incident trace saved", incident=event.incident_id, path=str(path))
+
+    def _on_records(self, subject: str, records: list[ActionRecord]) -> None:
+        changed = False
+        for r in records:
+            self._log.info(
+                "playbook " + r.status,
+                subject=subject,
+                playbook=r.playbook,
+                action=r.action,
+                dry_run=r.dry_run,
+                guard=r.guard,
+                reason=r.reason,
+            )
+            changed = changed or (r.status in ("ran", "rolled_back") and not r.dry_run)
+        for observe in self._observers:
+            observe(records)
+        if changed and self.on_change is not None:
+            self.on_change()
+
+    async def drain(self) -> None:
+        """Wait for everything in flight; if cancelled (grace over), cancel it and return."""
+        try:
+            await self.stage.settle()
+        except asyncio.CancelledError:
+            left = self.stage.in_flight()
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
+            self._log.warning("shutdown grace over; cancelled in-flight playbooks", tasks=len(left))
+            raise
+
+    async def close(self) -> None:
+        """Save open incident captures, release the lease, close clients and the audit database."""
+        if self.recorder is not None:
+            with contextlib.suppress(OSError):
+                self.recorder.flush()
+        if self.elector is not None:
+            await self.elector.release()
+        for closer in self._closers:
+            result = closer()
+            if asyncio.iscoroutine(result):
+                await result
+        self.store.close()
+
+    def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
+        """Return the audit trail of one incident (for ``/api/incidents``)."""
+        return [
+            {k: v for k, v in rec.as_dict().items() if k != "phase"}
+            for rec in self.store.decisions(incident_id)
+        ]
+
+
+def build_service(
+    settings: Settings,
+    engine: Engine,
+    *,
+    clock: Callable[[], float] = time.time,
+    on_change: Callable[[], None] | None = None,
+    guard_settings: GuardSettings | None = None,
+    alerts: AlertBook | None = None,
+) -> PlaybookService:
+    """Build the stage and its clients from settings; raise PlaybookError on bad playbooks.
+
+    Dry-run is the global ``dry_run`` setting (on by default); each playbook's own
+    ``guards.dry_run`` must be off as well before anything changes on a server.
+    """
+    books = load_playbook_files(playbook_dirs(settings))
+    store = AuditStore(settings.audit_db_path)
+    tritons = TritonDirectory.from_settings(settings)
+    closers: list[Callable[[], Any]] = [tritons.close]
+    kube: KubernetesClient | None = None
+    k = settings.kube
+    if k.in_cluster or k.kubeconfig is not None:
+        kube = KubernetesClient.from_environment(
+            kubeconfig=str(k.kubeconfig) if k.kubeconfig is not None else None
+        )
+        closers.append(kube.close)
+    slack: SlackNotifier | None = None
+    if settings.slack.token is not None:
+        slack = SlackNotifier(
+            settings.slack.token.get_secret_value(), base_url=settings.slack.base_url
+        )
+    alerts = alerts or AlertBook(clock=clock)
+    env = ExecutorEnv(
+        triton_for=tritons.for_subject,
+        kube=kube,
+        slack=slack,
+        slack_channel=settings.slack.channel or DEFAULT_SLACK_CHANNEL,
+        features=engine,
+        clock=clock,
+    )
+    elector: LeaderElector | None = None
+    if k.leader_election and kube is not None:
+        elector = LeaderElector(
+            kube,
+            store,
+            namespace=k.namespace,
+            name=k.lease_name,
+            identity=k.identity or socket.gethostname(),
+            duration_s=k.lease_duration_s,
+            clock=clock,
+        )
+        env.on_run = elector.nudge
+    guards = guard_settings or GuardSettings(
+        dry_run=settings.dry_run, action_budget_per_hour=settings.action_budget_per_hour
+    )
+    stage = PlaybookStage(
+        books,
+        PlaybookExecutor(store, env),
+        settings=guards,
+        open_incidents=engine.announced_incidents,
+        alerts_for=alerts.names_for,
+        leader_elsewhere=elector.leader_elsewhere if elector is not None else lambda: None,
+    )
+    recorder = FlightRecorder(flight_recorder_dir(settings.audit_db_path), store)
+    return PlaybookService(
+        stage,
+        alerts=alerts,
+        recorder=recorder,
+        elector=elector,
+        closers=closers,
+        on_change=on_change,
+    )
