@@ -111,6 +111,60 @@ class SlackSettings(BaseModel):
     base_url: str = "https://slack.com/api/"
 
 
+class ApiSettings(BaseModel):
+    """Who may change the daemon's state over HTTP (the Alertmanager webhook) and how fast.
+
+    Every state-changing endpoint needs ``Authorization: Bearer <token>``; Alertmanager sends
+    it with ``http_config.authorization``. The token comes from ``token`` (environment:
+    ``TRITONGUARD_API__TOKEN``) or, preferably, ``token_file`` (a mounted Secret, read at
+    start-up). Without a token those endpoints are off (404) and the start-up log says so.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr | None = None
+    token_file: Path | None = Field(
+        default=None, description="File holding the bearer token (a mounted Secret)."
+    )
+    read_timeout_s: float = Field(
+        default=10.0, gt=0, description="A client must send its whole request within this."
+    )
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body.")
+    max_json_depth: int = Field(
+        default=32, ge=2, description="Deeper JSON bodies are refused (400), never recursed into."
+    )
+    alert_book_max_alerts: int = Field(
+        default=10_000, ge=1, description="Firing alerts remembered at most (oldest dropped)."
+    )
+    alert_book_max_bytes: int = Field(
+        default=16 * 1_048_576, ge=65_536, description="Bytes of alert labels remembered at most."
+    )
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> ApiSettings:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give api.token or api.token_file, not both")
+        return self
+
+    def bearer_token(self) -> str | None:
+        """Return the configured token (reading ``token_file``), or None when there is none.
+
+        Raises ValueError naming the file when it cannot be read or is empty.
+        """
+        if self.token is not None:
+            value = self.token.get_secret_value().strip()
+            return value or None
+        if self.token_file is None:
+            return None
+        try:
+            value = self.token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"api.token_file {self.token_file}: cannot read: {exc}") from None
+        if not value:
+            raise ValueError(f"api.token_file {self.token_file}: the file is empty")
+        return value
+
+
 class KubeSettings(BaseModel):
     """How the daemon talks to the Kubernetes API and elects a leader among its replicas."""
 
@@ -170,10 +224,19 @@ class Settings(BaseSettings):
         description="Daemon-wide cap on playbook runs in any hour, across all playbooks.",
     )
     audit_db_path: Path = Path("tritonguard-audit.sqlite3")
+    memory_budget_mb: float = Field(
+        default=384.0,
+        ge=32,
+        description=(
+            "Memory the daemon's series store and flight recorder may use together; set it "
+            "below the pod's memory limit (the shipped deployment: 384 of 512 Mi)."
+        ),
+    )
     listen: str = "0.0.0.0:9108"
     shutdown_grace_s: float = Field(default=20.0, gt=0)
     log_level: str = "info"
     slack: SlackSettings = Field(default_factory=SlackSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
     thresholds: Thresholds = Field(
         default_factory=Thresholds,
