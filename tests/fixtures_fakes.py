@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
 
 
 @pytest.fixture

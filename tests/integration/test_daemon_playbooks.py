@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
 from tests.fixtures_prometheus import MetricsServer
 from tests.playbook_harness import StaticFeatures, stage
 from tritonguard.actions.registry import catalog

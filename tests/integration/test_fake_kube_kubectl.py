@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.fake_kube import FakeKube
+from tests.fakes.kube import FakeKube
 
 NS = "ml"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.fake_kube import FakeKube
+from tests.fakes.kube import FakeKube
 from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError, PodEvent
 
 NS = "ml"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
 from tests.playbook_harness import handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests import playbook_harness
-from tests.fakes.fake_kube import FakeKube
 from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient

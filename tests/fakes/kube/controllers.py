@@ -1,0 +1,175 @@
+"""The tiny controllers: workloads own pods, HPAs keep their targets within bounds."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import uuid
+
+from tests.fakes.kube.pods import Owner, PodFactory, owner_of, pod_ready
+from tests.fakes.kube.resources import (
+    DEPLOYMENTS,
+    HPAS,
+    PODS,
+    STATEFULSETS,
+    WORKLOADS,
+    JsonObj,
+    ResourceType,
+    workload_type,
+)
+from tests.fakes.kube.store import Store
+
+
+class Controllers:
+    """Runs synchronously after each write, with the store's lock held.
+
+    Scaling a Deployment or StatefulSet creates or deletes its pods (so a watch sees them come
+    and go) and refreshes its status; an HPA keeps its target within
+    ``[minReplicas, maxReplicas]`` and reports the target's replicas.
+    """
+
+    def __init__(self, store: Store, pods: PodFactory) -> None:
+        self.store = store
+        self.pods = pods
+        self.new_pod_phase = "Running"
+        self.hpa_enabled = True
+
+    def after_write(self, rtype: ResourceType, namespace: str, name: str) -> None:
+        """React to a create or update of an object through the API."""
+        if rtype in WORKLOADS:
+            self.reconcile(rtype, namespace, name)
+        elif rtype is HPAS:
+            ref = self.store.objects[(rtype.key, namespace, name)]["spec"]["scaleTargetRef"]
+            self.sync_hpas(namespace, ref.get("kind", ""), ref.get("name", ""))
+
+    def pod_deleted(self, namespace: str, pod: JsonObj) -> None:
+        """Replace a deleted pod if its workload now has too few, as a ReplicaSet would."""
+        owner = owner_of(pod)
+        if owner:
+            kind, _, name = owner.partition("/")
+            self.reconcile(workload_type(kind), namespace, name)
+
+    def owned_pods(self, namespace: str, owner_id: str) -> list[JsonObj]:
+        """Return the stored pods of a workload (``Kind/name``), oldest first."""
+        return [
+            o
+            for (k, ns, _), o in sorted(
+                self.store.objects.items(), key=lambda kv: str(kv[1]["metadata"]["uid"])
+            )
+            if k == PODS.key and ns == namespace and owner_of(o) == owner_id
+        ]
+
+    def reconcile(self, rtype: ResourceType, namespace: str, name: str) -> None:
+        """Create or delete pods so a workload has ``spec.replicas`` of them, then set status."""
+        wl = self.store.get(rtype, namespace, name)
+        if wl is None:
+            return
+        owner_id = f"{rtype.kind}/{name}"
+        want = int(wl["spec"].get("replicas", 1))
+        labels = dict((wl["spec"].get("template", {}).get("metadata") or {}).get("labels") or {})
+        pods = self.owned_pods(namespace, owner_id)
+        if rtype is DEPLOYMENTS:
+            tmpl_hash = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:10]
+            labels["pod-template-hash"] = tmpl_hash
+            ref_kind, ref_name = "ReplicaSet", f"{name}-{tmpl_hash}"
+        else:
+            ref_kind, ref_name = "StatefulSet", name
+        owner = Owner(
+            {
+                "apiVersion": "apps/v1",
+                "kind": ref_kind,
+                "name": ref_name,
+                "uid": wl["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            },
+            owner_id,
+        )
+
+        def spawn(pod_name: str, pod_labels: dict[str, str], node: str) -> None:
+            pod = self.pods.pod(
+                namespace,
+                pod_name,
+                pod_labels,
+                phase=self.new_pod_phase,
+                ready=None,
+                node=node,
+                owner=owner,
+            )
+            self.store.create(PODS, namespace, pod)
+
+        if rtype is STATEFULSETS:
+            have = {p["metadata"]["name"] for p in pods}
+            for i in range(want):
+                if f"{name}-{i}" not in have:
+                    spawn(
+                        f"{name}-{i}",
+                        {**labels, "apps.kubernetes.io/pod-index": str(i)},
+                        f"gpu-node-{i % 3 + 1}",
+                    )
+            for p in pods:
+                if int(p["metadata"]["name"].rsplit("-", 1)[1]) >= want:
+                    self.store.delete(PODS, namespace, p["metadata"]["name"])
+        else:
+            for _ in range(want - len(pods)):
+                suffix = uuid.uuid4().hex[:5]
+                spawn(f"{ref_name}-{suffix}", labels, self.pods.next_node())
+            # A ReplicaSet scales down the newest pods first.
+            for p in reversed(pods[want:] if len(pods) > want else []):
+                self.store.delete(PODS, namespace, p["metadata"]["name"])
+        self.refresh_workload_status(namespace, only=(rtype, name))
+
+    def refresh_workload_status(
+        self, namespace: str, only: tuple[ResourceType, str] | None = None
+    ) -> None:
+        """Recount the pods of the workloads in ``namespace`` (or just ``only``) into status."""
+        targets = (
+            [only]
+            if only
+            else [
+                (r, n)
+                for (k, ns, n) in list(self.store.objects)
+                for r in WORKLOADS
+                if k == r.key and ns == namespace
+            ]
+        )
+        for rtype, name in targets:
+            wl = self.store.get(rtype, namespace, name)
+            if wl is None:
+                continue
+            pods = self.owned_pods(namespace, f"{rtype.kind}/{name}")
+            ready = sum(1 for p in pods if pod_ready(p))
+            status = {
+                "observedGeneration": wl["metadata"].get("generation", 1),
+                "replicas": len(pods),
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "updatedReplicas": len(pods),
+                "currentReplicas": len(pods),
+            }
+            self.store.set_status(rtype, namespace, name, status)
+            self.sync_hpas(namespace, rtype.kind, name)
+
+    def sync_hpas(self, namespace: str, kind: str, name: str) -> None:
+        """Mirror an HPA controller: keep the target within bounds and report its replicas."""
+        if not self.hpa_enabled:
+            return
+        for (k, ns, hname), hpa in list(self.store.objects.items()):
+            ref = hpa.get("spec", {}).get("scaleTargetRef", {}) if k == HPAS.key else {}
+            if ns != namespace or ref.get("kind") != kind or ref.get("name") != name:
+                continue
+            rtype = workload_type(kind)
+            wl = self.store.get(rtype, namespace, name)
+            if wl is None:
+                continue
+            cur = int(wl["spec"].get("replicas", 1))
+            lo, hi = int(hpa["spec"].get("minReplicas", 1)), int(hpa["spec"]["maxReplicas"])
+            desired = min(max(cur, lo), hi)
+            if desired != cur:
+                new_wl = copy.deepcopy(wl)
+                new_wl["spec"]["replicas"] = desired
+                self.store.update(rtype, namespace, new_wl)
+                self.reconcile(rtype, namespace, name)
+                return
+            status = {**hpa.get("status", {}), "currentReplicas": cur, "desiredReplicas": desired}
+            self.store.set_status(HPAS, namespace, hname, status)
