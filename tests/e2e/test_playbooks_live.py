@@ -640,9 +640,11 @@ async def test_retry_storm_is_shed_then_the_policy_is_restored(
         w_after = meter.window(shed["at"] + 1, in_force_until)
         # The shed comes off when the pod recovers, not when the storm's diagnosis ends: while
         # the overload lasts (read as too_few_instances once timeouts stop) the policy stays.
+        # The old instances' backlog (thousands of abandoned requests) drains at capacity minus
+        # demand, about 25/s: typically 100 s, more on a busy machine, so the bound is loose.
         restored = await until(
             lambda: lb.row("triton.update_config", "ran", "failed", reason="restore on resolve"),
-            120,
+            300,
             "policy restored",
         )
         after_cfg = await lb.client.model_config("asr")
