@@ -23,6 +23,7 @@ class StaticFeatures:
 
     value: float | None = None
     fresh: bool = True
+    back: bool = False
 
     def feature_value(self, subject: Subject, name: str, now: float) -> float | None:
         """Return the one value."""
@@ -31,6 +32,10 @@ class StaticFeatures:
     def is_fresh(self, subject: Subject, now: float) -> bool:
         """Return the configured freshness."""
         return self.fresh
+
+    def recovered(self, subject: Subject, now: float) -> bool:
+        """Return whether the test says the subject is back and healthy."""
+        return self.back
 
 
 def incident(

@@ -450,3 +450,41 @@ async def test_add_warmup_writes_model_warmup_from_the_inputs_and_reloads(
     assert await triton.model_ready("cold")
     again = await handle(dispatcher([book(ADD_WARMUP)], triton, AuditStore()), event("cold"))
     assert again[0].detail["note"] == "model_warmup already configured"
+
+
+async def test_a_shed_stays_when_its_subject_stops_reporting_until_fresh_data_shows_recovery(
+    triton: TritonClient,
+) -> None:
+    """Closing an incident because its target went silent lifts nothing on the real server.
+
+    The engine closes an incident whose subject stopped reporting for the retention, without
+    recovery evidence. The REJECT policy stays, the restore is recorded as deferred; only when
+    fresh data shows the subject back and healthy does the previous config come back.
+    """
+    before = await triton.model_config("shed")
+    features = StaticFeatures()
+    on = stage(
+        [book(SHED)],
+        AuditStore(),
+        settings=GuardSettings(dry_run=False),
+        env=ExecutorEnv(triton_for=lambda s: triton, features=features, clock=lambda: 1000.0),
+    )
+    opened = event("shed")
+    assert [r.status for r in await handle(on, opened)] == ["ran"]
+    silent = _resolved(opened)
+    silent.recovered = False
+    deferred = await handle(on, silent)
+    assert [(r.action, r.status, r.phase) for r in deferred] == [
+        ("triton.update_config", "deferred", "restore")
+    ]
+    assert "without recovery evidence" in deferred[0].reason
+    policy = (await triton.model_config("shed"))["dynamic_batching"]["default_queue_policy"]
+    assert policy["timeout_action"] == "REJECT"
+    assert await on.run_step([], 1200.0) == {}  # still silent: nothing is restored
+    features.back = True
+    restored = (await on.run_step([], 1300.0))[opened.incident_id]
+    assert [(r.action, r.status, r.phase) for r in restored] == [
+        ("triton.update_config", "ran", "restore")
+    ]
+    assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
+    assert await on.run_step([], 1400.0) == {}  # restored once

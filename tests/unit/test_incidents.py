@@ -108,3 +108,14 @@ def test_slightly_stronger_cause_does_not_flip_the_incident() -> None:
     assert [(e.event, e.cause) for e in evs if e.event != "updated"] == [
         ("opened", "too_few_instances")
     ]
+
+
+def test_a_subject_that_stops_reporting_closes_without_recovery_evidence() -> None:
+    """forget() resolves the open incident with recovered=False, which the JSON line says."""
+    book = IncidentBook(Thresholds())
+    for t in (0.0, 5.0, 10.0):
+        book.observe(S, [finding("too_few_instances", 0.8)], t, 5.0, recovered=False)
+    assert book.is_open(S)
+    [closed] = book.forget(S, 900.0)
+    assert closed.event == "resolved" and closed.recovered is False
+    assert closed.as_dict()["recovered"] is False

@@ -171,3 +171,28 @@ steps:
         "NoteOpen",
         "RunPlaybook",
     ]
+
+
+def test_restores_of_an_incident_closed_without_evidence_wait_for_recovery() -> None:
+    """A subject that went silent: nothing until fresh data shows it recovered, then Resolve."""
+    gone = resolved(incident())
+    ledger = Ledger(awaiting=(gone,))
+    assert decide_step([], [], ctx([], ledger)) == []
+    back = decide_step([], [], ctx([], ledger, recovered=lambda s: s == gone.subject))
+    assert kinds(back) == ["Resolve"]
+    assert isinstance(back[0], Resolve) and back[0].incident.incident_id == gone.incident_id
+    assert back[0].incident.recovered is True
+
+
+def test_a_new_incident_on_a_silent_subject_takes_its_restores_over() -> None:
+    """The subject came back still broken: the new incident inherits the waiting restores."""
+    gone = resolved(incident("retry_storm"))
+    again = incident("too_few_instances", pod=gone.subject.pod)
+    out = decide_step([again], [], ctx([], Ledger(awaiting=(gone,))))
+    assert kinds(out) == ["HandOver", "NoteOpen"]
+    hand = out[0]
+    assert isinstance(hand, HandOver)
+    assert (hand.resolved.incident_id, hand.successor.incident_id) == (
+        gone.incident_id,
+        again.incident_id,
+    )

@@ -110,6 +110,18 @@ class Engine:
             float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
         )
 
+    def recovered(self, subject: Subject, now: float) -> bool:
+        """Whether the last evaluation saw the subject fresh, with no incident and no symptom."""
+        seen = self.last_diagnoses.get(self._key(subject))
+        last = self.last_evaluated
+        return (
+            seen is not None
+            and last is not None
+            and 0.0 <= now - last <= seen.features.interval_s
+            and seen.recovered
+            and not self.book.is_open(subject)
+        )
+
     def is_fresh(self, subject: Subject, now: float) -> bool:
         """Whether the subject's newest data is recent enough to act on."""
         f = self.features(subject, now)

@@ -101,10 +101,16 @@ class IncidentEvent:
     opened_at: float
     secondary: list[str] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    # On a resolution: whether fresh data showed the subject recovered. A subject that stopped
+    # reporting is closed without that evidence, and what its playbooks changed stays.
+    recovered: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the contract JSON object (DESIGN.md, CLI contract)."""
-        return {
+        """Return the contract JSON object (DESIGN.md, CLI contract).
+
+        A resolution also says whether it came with recovery evidence (``recovered``).
+        """
+        out = {
             "event": self.event,
             "id": self.incident_id,
             "cause": self.cause,
@@ -120,3 +126,6 @@ class IncidentEvent:
             "secondary": list(self.secondary),
             "actions": list(self.actions),
         }
+        if self.event == "resolved":
+            out["recovered"] = self.recovered
+        return out

@@ -161,6 +161,7 @@ class IncidentBook:
         ev.summary = (
             f"{subject.model} stopped reporting metrics; incident closed without recovery evidence."
         )
+        ev.recovered = False
         return [ev]
 
     @staticmethod

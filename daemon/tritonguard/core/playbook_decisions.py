@@ -9,7 +9,7 @@ decided here, against a :class:`Ledger` read once per evaluation from the audit 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key
@@ -77,6 +77,9 @@ class Ledger:
     history: tuple[RunRecord, ...] = ()
     # Subjects with playbook work in flight.
     busy: frozenset[str] = frozenset()
+    # Incidents closed without recovery evidence (their subject stopped reporting) whose
+    # restores wait: as the resolution that releases them once the subject has recovered.
+    awaiting: tuple[IncidentEvent, ...] = ()
 
 
 def successors(events: Sequence[IncidentEvent]) -> dict[str, IncidentEvent]:
@@ -101,6 +104,8 @@ class StepContext:
     alerts_for: Callable[[IncidentEvent], frozenset[str]]
     # Whether a playbook reloads a model (counts toward every playbook's reload cooldown).
     reloads: Callable[[Playbook], bool]
+    # Whether fresh data shows the subject recovered (no open incident, symptom gone).
+    recovered: Callable[[Subject], bool] = lambda s: False
     # Why this replica may not act (another holds the leader lease), or None.
     leader_elsewhere: str | None = None
 
@@ -126,11 +131,16 @@ def decide_step(
     every playbook. Then every other open incident is considered again (``held_for`` reached, a
     guard cleared). Each decision sees the runs the earlier ones started, so two playbooks in
     one step honour each other's reload cooldown and the budget.
+
+    Restores of an incident closed without recovery evidence wait for fresh evidence: a new
+    incident on its subject takes them over (it is still broken), and a subject that reports
+    again and has recovered releases them.
     """
     ledger = ctx.ledger
     work = _Working(set(ledger.done), set(ledger.skipped), list(ledger.history))
     out: list[Decision] = []
     handed = successors(transitions)
+    waiting = {e.subject.key(): e for e in ledger.awaiting}
     seen: set[str] = set()
     for event in transitions:
         seen.add(event.incident_id)
@@ -140,11 +150,17 @@ def decide_step(
                 out.append(HandOver(event, successor))
             out.append(Resolve(event))
             continue
+        stranded = waiting.pop(event.subject.key(), None) if event.event == "opened" else None
+        if stranded is not None:
+            out.append(HandOver(stranded, event))
         out.append(NoteOpen(event))
         out += _consider(event, ctx, work)
     for event in open_incidents:
         if event.incident_id not in seen:
             out += _consider(event, ctx, work)
+    for stranded in waiting.values():
+        if ctx.recovered(stranded.subject):
+            out.append(Resolve(replace(stranded, at=ctx.now)))
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tritonguard.core.action_records import ActionRecord, Phase, Status
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord
 from tritonguard.core.playbook_decisions import Ledger
 
@@ -61,7 +62,8 @@ CREATE TABLE IF NOT EXISTS incidents (
     pod TEXT NOT NULL,
     opened_at REAL NOT NULL,
     resolved_at REAL,
-    trace_path TEXT
+    trace_path TEXT,
+    resolution TEXT NOT NULL DEFAULT ''
 );
 """
 
@@ -72,6 +74,7 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("decisions", "phase", "TEXT NOT NULL DEFAULT 'step'"),
     ("runs", "incident_id", "TEXT NOT NULL DEFAULT ''"),
     ("undos", "dry_run", "INTEGER NOT NULL DEFAULT 0"),
+    ("incidents", "resolution", "TEXT NOT NULL DEFAULT ''"),
 )
 _RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_incident ON runs (incident_id)"
 
@@ -201,6 +204,7 @@ class AuditStore:
             skipped=frozenset(skipped),
             history=tuple(self.history(since)),
             busy=frozenset(busy),
+            awaiting=tuple(self.awaiting_recovery()),
         )
 
     def record_run(self, run: RunRecord, *, incident_id: str = "") -> None:
@@ -333,9 +337,44 @@ class AuditStore:
             (incident_id, cause, namespace, model, pod, opened_at),
         )
 
-    def resolve_incident(self, incident_id: str, at: float) -> None:
-        """Record when an incident resolved."""
-        self._exec("UPDATE incidents SET resolved_at = ? WHERE incident_id = ?", (at, incident_id))
+    def resolve_incident(self, incident_id: str, at: float, *, recovered: bool = True) -> None:
+        """Record when an incident resolved, and whether fresh data showed the subject recover.
+
+        An incident closed without that evidence (its subject stopped reporting) keeps its
+        restores pending until the subject reports again and has recovered.
+        """
+        self._exec(
+            "UPDATE incidents SET resolved_at = ?, resolution = ? WHERE incident_id = ?",
+            (at, "recovered" if recovered else "vanished", incident_id),
+        )
+
+    def awaiting_recovery(self) -> list[IncidentEvent]:
+        """Return incidents closed without recovery evidence whose restores still wait.
+
+        Each comes back as the resolution that would release its restores: the subject,
+        cause and times as stored, ``recovered`` set.
+        """
+        rows = self._exec(
+            "SELECT incident_id, cause, namespace, model, pod, opened_at, resolved_at"
+            " FROM incidents WHERE resolution = 'vanished' AND incident_id IN"
+            " (SELECT incident_id FROM undos WHERE done = 0 AND on_resolve = 1)"
+            " ORDER BY opened_at"
+        ).fetchall()
+        return [
+            IncidentEvent(
+                event="resolved",
+                incident_id=str(r[0]),
+                cause=str(r[1]),
+                subject=Subject(str(r[2]), str(r[3]), str(r[4])),
+                at=float(r[6] or r[5]),
+                confidence=0.0,
+                summary=f"{r[3]} reports again and has recovered",
+                evidence={},
+                fix=Fix(""),
+                opened_at=float(r[5]),
+            )
+            for r in rows
+        ]
 
     def set_trace(self, incident_id: str, path: str) -> None:
         """Store the path of the flight-recorder trace of an incident."""

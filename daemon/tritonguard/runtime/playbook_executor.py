@@ -44,6 +44,10 @@ class FeatureView(Protocol):
         """Return whether the subject's data is recent enough to act on."""
         ...
 
+    def recovered(self, subject: Subject, now: float) -> bool:
+        """Return whether fresh data shows the subject recovered (no incident, symptom gone)."""
+        ...
+
 
 class NoFeatures:
     """A feature view with nothing in it (tests of single actions)."""
@@ -55,6 +59,10 @@ class NoFeatures:
     def is_fresh(self, subject: Subject, now: float) -> bool:
         """Return True: freshness is not what such a test is about."""
         return True
+
+    def recovered(self, subject: Subject, now: float) -> bool:
+        """Return False: without data nothing shows a recovery."""
+        return False
 
 
 @dataclass(slots=True)
@@ -484,8 +492,32 @@ class PlaybookExecutor:
     async def resolve(
         self, event: IncidentEvent, books: Mapping[str, Playbook], now: float
     ) -> list[ActionRecord]:
-        """Record the resolution and run (or, for dry-run plans, plan) the pending restores."""
-        self.store.resolve_incident(event.incident_id, now)
+        """Record the resolution and run (or, for dry-run plans, plan) the pending restores.
+
+        A resolution without recovery evidence (the subject stopped reporting) lifts nothing:
+        a shed stays until fresh data shows the subject recovered, and each restore is
+        recorded as deferred.
+        """
+        self.store.resolve_incident(event.incident_id, now, recovered=event.recovered)
+        if not event.recovered:
+            why = (
+                f"closed without recovery evidence; the restore waits until "
+                f"{event.subject.key()} reports again and has recovered"
+            )
+            return [
+                self.record(
+                    event,
+                    undo.playbook,
+                    undo.action,
+                    _short(undo.params),
+                    undo.dry_run,
+                    "deferred",
+                    now,
+                    reason=why,
+                    phase="restore",
+                )
+                for undo in self.store.pending_undos(event.incident_id, on_resolve=True)
+            ]
         records: list[ActionRecord] = []
         for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=True):
             records.append(

@@ -116,6 +116,7 @@ class PlaybookStage:
             settings=self.settings,
             now=now,
             fresh=lambda subject: features.is_fresh(subject, now),
+            recovered=lambda subject: features.recovered(subject, now),
             alerts_for=self.alerts_for,
             reloads=self.executor.reloads,
             leader_elsewhere=self.leader_elsewhere(),
