@@ -356,7 +356,10 @@ async def test_sigterm_waits_for_in_flight_actions_and_evaluation_goes_on(
 async def test_shutdown_grace_cancels_actions_that_take_too_long(
     tmp_path: Path, metrics: tuple[BatchingTriton, MetricsServer], fake_slack: FakeSlack
 ) -> None:
-    """An action still waiting when the grace period ends is cancelled; the daemon exits."""
+    """An action still waiting when the grace period ends is cancelled; the daemon exits.
+
+    The audit trail says so, and the verification stays pending for the next start.
+    """
     _, server = metrics
     s = settings(tmp_path, server, slack=slack_of(fake_slack), dry_run=False, shutdown_grace_s=0.5)
     (s.playbook_dirs[0] / "notify.yaml").write_text(VERIFY_SLOWLY.replace("wait: 2s", "wait: 60s"))
@@ -367,7 +370,13 @@ async def test_shutdown_grace_cancels_actions_that_take_too_long(
         stop_at = time.monotonic()
         app.request_stop("SIGTERM")
     assert time.monotonic() - stop_at < 5.0
-    assert [d.action for d in AuditTrail(s).rows()] == ["slack.post"]
+    rows = AuditTrail(s).rows()
+    assert [(d.action, d.status) for d in rows] == [("slack.post", "ran"), ("verify", "cancelled")]
+    store = AuditStore(s.audit_db_path)
+    try:
+        assert [v.playbook for v in store.pending_verifications()] == ["post-then-verify"]
+    finally:
+        store.close()
 
 
 def test_shipped_playbooks_are_the_default(tmp_path: Path) -> None:

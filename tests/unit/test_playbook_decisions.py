@@ -196,3 +196,27 @@ def test_a_new_incident_on_a_silent_subject_takes_its_restores_over() -> None:
         gone.incident_id,
         again.incident_id,
     )
+
+
+def test_a_verification_left_without_verdict_is_judged_when_due_or_abandoned_when_blind() -> None:
+    """Due with fresh data: ResumeVerify; no data: wait one more wait, then AbandonVerify."""
+    from tritonguard.core.playbook_decisions import (
+        AbandonVerify,
+        PendingVerification,
+        ResumeVerify,
+    )
+
+    ev = incident()
+    pending = PendingVerification(
+        7, ev, "lower", ({"feature": "queue_share", "below": 0.5},), 60.0, 4990.0, (1,)
+    )
+    ledger = Ledger(verifications=(pending,))
+    assert decide_step([], [], ctx([], ledger, now=5000.0)) == []  # not due before 5050
+    [resume] = decide_step([], [], ctx([], ledger, now=5051.0))
+    assert isinstance(resume, ResumeVerify) and resume.verification is pending
+    blind = {"fresh": lambda s: False}
+    assert decide_step([], [], ctx([], ledger, now=5100.0, **blind)) == []
+    [give_up] = decide_step([], [], ctx([], ledger, now=5111.0, **blind))
+    assert isinstance(give_up, AbandonVerify)
+    elsewhere = decide_step([], [], ctx([], ledger, now=5051.0, leader_elsewhere="b leads"))
+    assert elsewhere == []  # only the leader judges it

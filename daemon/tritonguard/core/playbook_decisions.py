@@ -62,7 +62,55 @@ class Resolve:
     incident: IncidentEvent
 
 
-Decision = RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve
+@dataclass(frozen=True, slots=True)
+class PendingVerification:
+    """A verify step that started and has no verdict: its daemon stopped or was killed.
+
+    ``incident`` is the incident as the verification knew it; ``undo_ids`` are the ledger's
+    undos of the steps before it, rolled back if the verdict is a failure. ``wait_s`` is the
+    step's wait: the check is due at ``started_at + wait_s``.
+    """
+
+    verification_id: int
+    incident: IncidentEvent
+    playbook: str
+    checks: tuple[dict[str, object], ...]
+    wait_s: float
+    started_at: float
+    undo_ids: tuple[int, ...]
+
+    @property
+    def due_at(self) -> float:
+        """When the fix was meant to be judged."""
+        return self.started_at + self.wait_s
+
+    def give_up_at(self) -> float:
+        """After this, without fresh data to judge by, the unverified change is rolled back.
+
+        One more wait (at least a minute) past the due time: long enough for a restarted
+        daemon to scrape the subject again, short enough that an unjudged change does not
+        linger.
+        """
+        return self.due_at + max(self.wait_s, 60.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeVerify:
+    """Judge a pending verification now, with the subject's fresh data."""
+
+    verification: PendingVerification
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonVerify:
+    """A pending verification cannot be judged (no fresh data): roll the change back."""
+
+    verification: PendingVerification
+
+
+Decision = (
+    RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve | ResumeVerify | AbandonVerify
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +128,9 @@ class Ledger:
     # Incidents closed without recovery evidence (their subject stopped reporting) whose
     # restores wait: as the resolution that releases them once the subject has recovered.
     awaiting: tuple[IncidentEvent, ...] = ()
+    # Verifications a stopped or killed daemon left without a verdict (this replica's, or
+    # adopted from the leader before it).
+    verifications: tuple[PendingVerification, ...] = ()
 
 
 def successors(events: Sequence[IncidentEvent]) -> dict[str, IncidentEvent]:
@@ -161,6 +212,16 @@ def decide_step(
     for stranded in waiting.values():
         if ctx.recovered(stranded.subject):
             out.append(Resolve(replace(stranded, at=ctx.now)))
+    for pending in ledger.verifications:
+        subject = pending.incident.subject
+        if ctx.now < pending.due_at or subject.key() in ledger.busy:
+            continue
+        if ctx.leader_elsewhere is not None:
+            continue  # only the leader acts; it inherits the verification
+        if ctx.fresh(subject):
+            out.append(ResumeVerify(pending))
+        elif ctx.now >= pending.give_up_at():
+            out.append(AbandonVerify(pending))
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord
-from tritonguard.core.playbook_decisions import Ledger
+from tritonguard.core.playbook_decisions import Ledger, PendingVerification
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -54,6 +54,23 @@ CREATE TABLE IF NOT EXISTS undos (
     done INTEGER NOT NULL DEFAULT 0,
     dry_run INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS verifications (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    incident_id TEXT NOT NULL,
+    playbook TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    model TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    checks TEXT NOT NULL,
+    wait_s REAL NOT NULL,
+    started_at REAL NOT NULL,
+    undo_ids TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    origin TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS verifications_state ON verifications (state);
 CREATE TABLE IF NOT EXISTS incidents (
     incident_id TEXT PRIMARY KEY,
     cause TEXT NOT NULL,
@@ -178,9 +195,19 @@ class AuditStore:
         ]
 
     def ledger(
-        self, incident_ids: Collection[str], *, since: float, busy: Collection[str] = ()
+        self,
+        incident_ids: Collection[str],
+        *,
+        since: float,
+        busy: Collection[str] = (),
+        in_flight: Collection[int] = (),
     ) -> Ledger:
-        """Return what the playbook stage decides against: done and skipped, and recent runs."""
+        """Return what the playbook stage decides against, read once per evaluation.
+
+        That is: what ran and was skipped for the incidents in view, recent runs, restores
+        waiting for recovery, and verifications left without a verdict. ``in_flight`` are
+        verifications this process is running now, which are not pending.
+        """
         ids = sorted(set(incident_ids))
         done: set[tuple[str, str]] = set()
         skipped: set[tuple[str, str, str]] = set()
@@ -205,6 +232,9 @@ class AuditStore:
             history=tuple(self.history(since)),
             busy=frozenset(busy),
             awaiting=tuple(self.awaiting_recovery()),
+            verifications=tuple(
+                v for v in self.pending_verifications() if v.verification_id not in in_flight
+            ),
         )
 
     def record_run(self, run: RunRecord, *, incident_id: str = "") -> None:
@@ -391,3 +421,88 @@ class AuditStore:
             "SELECT * FROM incidents ORDER BY opened_at DESC LIMIT ?", (limit,)
         ).fetchall()
         return [dict(r) for r in rows]
+
+    # ---- verifications that must survive a restart ------------------------------------------
+    def begin_verification(  # noqa: PLR0917 - one row: the incident, the step, its undos
+        self,
+        event: IncidentEvent,
+        playbook: str,
+        checks: list[dict[str, Any]],
+        wait_s: float,
+        started_at: float,
+        undo_ids: list[int],
+        *,
+        origin: str = "",
+    ) -> int:
+        """Write a verification down before its wait begins, so a killed daemon's is not lost."""
+        s = event.subject
+        cur = self._exec(
+            "INSERT INTO verifications (incident_id, playbook, cause, namespace, model, pod,"
+            " opened_at, checks, wait_s, started_at, undo_ids, origin)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                event.incident_id,
+                playbook,
+                event.cause,
+                s.namespace,
+                s.model,
+                s.pod,
+                event.opened_at,
+                json.dumps(checks, sort_keys=True),
+                wait_s,
+                started_at,
+                json.dumps(undo_ids),
+                origin,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def settle_verification(self, verification_id: int, state: str) -> None:
+        """Record a verification's verdict (passed, failed, abandoned, handed)."""
+        self._exec("UPDATE verifications SET state = ? WHERE id = ?", (state, verification_id))
+
+    def pending_verifications(self) -> list[PendingVerification]:
+        """Return verifications without a verdict, oldest first."""
+        rows = self._exec(
+            "SELECT id, incident_id, playbook, cause, namespace, model, pod, opened_at, checks,"
+            " wait_s, started_at, undo_ids FROM verifications WHERE state = 'pending' ORDER BY id"
+        ).fetchall()
+        return [
+            PendingVerification(
+                verification_id=int(r[0]),
+                incident=IncidentEvent(
+                    event="updated",
+                    incident_id=str(r[1]),
+                    cause=str(r[3]),
+                    subject=Subject(str(r[4]), str(r[5]), str(r[6])),
+                    at=float(r[10]),
+                    confidence=0.0,
+                    summary=f"verification of {r[2]} left without a verdict",
+                    evidence={},
+                    fix=Fix(""),
+                    opened_at=float(r[7]),
+                ),
+                playbook=str(r[2]),
+                checks=tuple(json.loads(r[8])),
+                wait_s=float(r[9]),
+                started_at=float(r[10]),
+                undo_ids=tuple(int(i) for i in json.loads(r[11])),
+            )
+            for r in rows
+        ]
+
+    def undos_by_id(self, undo_ids: Iterable[int]) -> list[PendingUndo]:
+        """Return the undos among ``undo_ids`` not yet done, in the order given."""
+        out = []
+        for undo_id in undo_ids:
+            row = self._exec(
+                "SELECT id, playbook, action, params, dry_run FROM undos WHERE id = ? AND done = 0",
+                (undo_id,),
+            ).fetchone()
+            if row is not None:
+                out.append(
+                    PendingUndo(
+                        int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), bool(row[4])
+                    )
+                )
+        return out

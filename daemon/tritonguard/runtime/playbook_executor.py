@@ -27,7 +27,7 @@ from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.config_patch import Change, reverse_patch
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord, merge_bounds, model_key
-from tritonguard.core.playbook_decisions import SkipPlaybook
+from tritonguard.core.playbook_decisions import PendingVerification, SkipPlaybook
 from tritonguard.core.playbook_model import Playbook, Step
 from tritonguard.core.templating import TemplateError, incident_context, render_value
 from tritonguard.runtime.audit_store import AuditStore, PendingUndo
@@ -108,6 +108,8 @@ class PlaybookExecutor:
         self.store = store
         self.env = env or ExecutorEnv()
         self.actions = dict(actions) if actions is not None else load_all()
+        # Verifications this process is waiting on: not pending, whatever the store says.
+        self.verifying: set[int] = set()
 
     def reloads(self, book: Playbook) -> bool:
         """Whether any step of the playbook reloads a model."""
@@ -327,14 +329,30 @@ class PlaybookExecutor:
                 failure = exc
                 records.append(self._refused(event, book, step, False, exc, now))
                 break
+            action = self.actions[step.action]
+            verification = (
+                self._begin_verification(event, book, params, undos)
+                if action.kind == "check"
+                else None
+            )
             try:
-                result = await self.actions[step.action].run(ctx, params)
+                result = await action.run(ctx, params)
             except BoundsExceeded as exc:
                 failure = _Failed("skipped", "bounds", str(exc))
             except ActionFailed as exc:
                 failure = _Failed("failed", "", str(exc))
+            except asyncio.CancelledError:
+                self._cancelled(event, book, step, rendered, verification)
+                raise
             except Exception as exc:  # a client error or a bug: recorded, never fatal
                 failure = _Failed("failed", "", f"{type(exc).__name__}: {exc}")
+            finally:
+                if verification is not None:
+                    self.verifying.discard(verification)
+            if verification is not None:
+                self.store.settle_verification(
+                    verification, "passed" if failure is None else "failed"
+                )
             if failure is not None:
                 records.append(
                     self.record(
@@ -376,16 +394,145 @@ class PlaybookExecutor:
             records += await self._rollback(book, event, ctx, undos, failure)
         return records
 
+    def _begin_verification(
+        self, event: IncidentEvent, book: Playbook, params: Any, undos: list[PendingUndo]
+    ) -> int:
+        """Write the verification down before it waits: a restart resumes it (reliability.md)."""
+        spec = params.model_dump(mode="json", exclude_none=True)
+        verification = self.store.begin_verification(
+            event,
+            book.name,
+            list(spec.get("checks", [])),
+            float(spec.get("wait", 0.0)),
+            self.env.clock(),
+            [u.undo_id for u in undos],
+        )
+        self.verifying.add(verification)
+        return verification
+
+    def _cancelled(
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        rendered: dict[str, Any],
+        verification: int | None,
+    ) -> None:
+        """Record the step the daemon stopped in; a verification stays pending for the restart."""
+        reason = (
+            "the daemon stopped during the verification; the next start (or the next leader) "
+            "resumes it, or rolls the change back if it cannot judge it"
+            if verification is not None
+            else "the daemon stopped during this step; its outcome on the server is unknown"
+        )
+        self.record(
+            event,
+            book.name,
+            step.action,
+            _short(rendered),
+            False,
+            "cancelled",
+            self.env.clock(),
+            reason=reason,
+        )
+
+    async def resume_verification(
+        self, pending: PendingVerification, books: Mapping[str, Playbook], now: float
+    ) -> list[ActionRecord]:
+        """Judge a verification a stopped daemon left, with fresh data; roll back on failure."""
+        event, book = pending.incident, books.get(pending.playbook)
+        ctx = self._context(book, event, False) if book else self._bare_context(pending)
+        params = self.actions["verify"].params.model_validate(
+            {"wait": 0, "checks": list(pending.checks)}
+        )
+        try:
+            result = await self.actions["verify"].run(ctx, params)
+        except ActionFailed as exc:
+            self.store.settle_verification(pending.verification_id, "failed")
+            failure = _Failed("failed", "", f"resumed after a restart: {exc}")
+            first = self.record(
+                event,
+                pending.playbook,
+                "verify",
+                {"checks": list(pending.checks)},
+                False,
+                "failed",
+                now,
+                reason=failure.reason,
+            )
+            undos = self.store.undos_by_id(pending.undo_ids)
+            return [first, *await self._rollback(book, event, ctx, undos, failure)]
+        self.store.settle_verification(pending.verification_id, "passed")
+        return [
+            self.record(
+                event,
+                pending.playbook,
+                "verify",
+                {"checks": list(pending.checks)},
+                False,
+                "ran",
+                now,
+                reason="resumed after a restart",
+                detail=result.detail,
+            )
+        ]
+
+    async def abandon_verification(
+        self, pending: PendingVerification, books: Mapping[str, Playbook], now: float
+    ) -> list[ActionRecord]:
+        """No fresh data to judge a left verification by: roll the unverified change back."""
+        event, book = pending.incident, books.get(pending.playbook)
+        ctx = self._context(book, event, False) if book else self._bare_context(pending)
+        self.store.settle_verification(pending.verification_id, "abandoned")
+        failure = _Failed(
+            "failed",
+            "stale",
+            f"no fresh data for {event.subject.key()} to verify the change after a restart; "
+            "an unverified change is rolled back",
+        )
+        first = self.record(
+            event,
+            pending.playbook,
+            "verify",
+            {"checks": list(pending.checks)},
+            False,
+            "failed",
+            now,
+            guard="stale",
+            reason=failure.reason,
+        )
+        undos = self.store.undos_by_id(pending.undo_ids)
+        return [first, *await self._rollback(book, event, ctx, undos, failure)]
+
+    def _bare_context(self, pending: PendingVerification) -> ActionContext:
+        """Return a context for a verification whose playbook is no longer loaded."""
+        subject = pending.incident.subject
+        features, clock = self.env.features, self.env.clock
+        return ActionContext(
+            subject=subject,
+            event=pending.incident,
+            playbook=pending.playbook,
+            bounds=merge_bounds({}),
+            dry_run=False,
+            triton=self.env.triton_for(subject),
+            kube=self.env.kube,
+            slack=self.env.slack,
+            slack_channel=self.env.slack_channel,
+            feature_value=lambda s, n: features.feature_value(s, n, clock()),
+            sleep=self.env.sleep,
+        )
+
     async def _rollback(
         self,
-        book: Playbook,
+        book: Playbook | None,
         event: IncidentEvent,
         ctx: ActionContext,
         undos: list[PendingUndo],
         failure: _Failed,
     ) -> list[ActionRecord]:
         records: list[ActionRecord] = []
-        if book.rollback is None:
+        name = book.name if book is not None else undos[0].playbook if undos else ""
+        if book is None or book.rollback is None:
             steps = [(u.undo_id, Step(action=u.action, params=u.params)) for u in reversed(undos)]
         else:
             steps = [(0, s) for s in book.rollback]
@@ -394,7 +541,7 @@ class PlaybookExecutor:
         for undo_id, step in steps:
             records.append(
                 await self._run_one(
-                    book,
+                    name,
                     event,
                     ctx,
                     step,
@@ -405,10 +552,10 @@ class PlaybookExecutor:
             )
             if undo_id:
                 self.store.mark_undo_done(undo_id)
-        for step in book.escalate:
+        for step in book.escalate if book is not None else []:
             records.append(
                 await self._run_one(
-                    book,
+                    name,
                     event,
                     ctx,
                     step,

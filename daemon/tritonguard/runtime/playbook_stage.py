@@ -21,9 +21,12 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_decisions import (
+    AbandonVerify,
     HandOver,
     NoteOpen,
+    PendingVerification,
     Resolve,
+    ResumeVerify,
     RunPlaybook,
     SkipPlaybook,
     StepContext,
@@ -108,7 +111,9 @@ class PlaybookStage:
         """Decide and start the work for one evaluation's ``events`` at ``now``; return at once."""
         open_now = list(self.open_incidents())
         ids = {e.incident_id for e in events} | {e.incident_id for e in open_now}
-        ledger = self.store.ledger(ids, since=now - HISTORY_S, busy=self.busy())
+        ledger = self.store.ledger(
+            ids, since=now - HISTORY_S, busy=self.busy(), in_flight=self.executor.verifying
+        )
         features = self.executor.env.features
         ctx = StepContext(
             playbooks=self.playbooks,
@@ -146,6 +151,14 @@ class PlaybookStage:
                     self._chain(result, old, functools.partial(_at_once, ex.hand_over, old, new))
                 case Resolve(incident=e):
                     self._chain(result, e, functools.partial(ex.resolve, e, books, now))
+                case ResumeVerify(verification=v):
+                    ex.verifying.add(v.verification_id)
+                    work = functools.partial(ex.resume_verification, v, books, now)
+                    self._chain(result, v.incident, _owning(ex.verifying, v, work))
+                case AbandonVerify(verification=v):
+                    ex.verifying.add(v.verification_id)
+                    work = functools.partial(ex.abandon_verification, v, books, now)
+                    self._chain(result, v.incident, _owning(ex.verifying, v, work))
         return result
 
     async def run_step(
@@ -210,3 +223,19 @@ async def _at_once(
 ) -> list[ActionRecord]:
     """Run a synchronous step of the chain when the chain reaches it."""
     return fn(resolved, successor)
+
+
+def _owning(
+    verifying: set[int],
+    pending: PendingVerification,
+    work: Callable[[], Awaitable[list[ActionRecord]]],
+) -> Callable[[], Awaitable[list[ActionRecord]]]:
+    """Keep a resumed verification marked in flight until its work is done."""
+
+    async def run() -> list[ActionRecord]:
+        try:
+            return await work()
+        finally:
+            verifying.discard(pending.verification_id)
+
+    return run
