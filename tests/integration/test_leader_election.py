@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -10,14 +11,14 @@ import pytest
 
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.playbook_harness import handle, stage
+from tests.playbook_harness import StaticFeatures, handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import load_playbooks_text
-from tritonguard.core.run_handover import ANNOTATION
+from tritonguard.core.run_handover import ANNOTATION, VERIFICATIONS_ANNOTATION
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.leader_election import LeaderElector
 from tritonguard.runtime.playbook_executor import ExecutorEnv
@@ -74,8 +75,24 @@ async def api() -> AsyncIterator[FakeKube]:
         yield server
 
 
-def replica(name: str, api: FakeKube, slack: FakeSlack) -> Replica:
-    """Build a replica the way build_service wires one, with hand-driven clocks."""
+def replica(
+    name: str,
+    api: FakeKube,
+    slack: FakeSlack,
+    *,
+    playbook: str = SCALE,
+    features: StaticFeatures | None = None,
+    sleep: asyncio.Event | None = None,
+) -> Replica:
+    """Build a replica the way build_service wires one, with hand-driven clocks.
+
+    ``sleep``, when given, holds verify waits until it is set.
+    """
+
+    async def wait(seconds: float) -> None:
+        if sleep is not None:
+            await sleep.wait()
+
     clock = Clock()
     kube = KubernetesClient.for_host(api.url, timeout_s=5.0)
     kube.monotonic = clock
@@ -96,8 +113,10 @@ def replica(name: str, api: FakeKube, slack: FakeSlack) -> Replica:
         slack_channel="#tritonguard-alerts",
         clock=lambda: WALL,
         on_run=elector.nudge,
+        features=features or StaticFeatures(),
+        sleep=wait,
     )
-    books = load_playbooks_text(SCALE, "scale.yaml", catalog())
+    books = load_playbooks_text(playbook, "scale.yaml", catalog())
     playbooks = stage(
         books,
         store,
@@ -235,3 +254,92 @@ async def test_an_unreadable_annotation_is_ignored_not_guessed(
     assert not await b.elector.step()
     assert b.elector.adopted == 0
     assert b.elector.last_error is None
+
+
+VERIFIED = SCALE.replace(
+    "  - action: slack.post",
+    "verify: {wait: 60s, checks: [{feature: container_cpu_saturation, below: 0.8}]}\n"
+    "escalate:\n  - action: slack.post",
+)
+
+
+async def test_the_next_leader_judges_a_verification_the_dead_leader_left(
+    api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """The leader dies mid-verify; the lease hands the verification over with its undo.
+
+    The follower adopts it while the leader still renews, takes over after a whole lease,
+    judges it when due on its own fresh data (the fix did not help) and rolls the scale back.
+    A verification the leader settles is dropped from the follower's store.
+    """
+    held = asyncio.Event()
+    a = replica("tritonguard-a", api, fake_slack, playbook=VERIFIED, sleep=held)
+    b = replica("tritonguard-b", api, fake_slack, playbook=VERIFIED, features=StaticFeatures(0.95))
+    try:
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        a.playbooks.step([opened()], WALL)
+        for _ in range(200):
+            if a.playbooks.executor.verifying:
+                break
+            await asyncio.sleep(0.01)
+        assert replicas_of_triton(api) == 3
+        assert await a.elector.step()  # publishes the pending verification
+        lease = api.get_object("Lease", NS, LEASE)
+        assert lease is not None
+        assert "scale-out" in lease["metadata"]["annotations"][VERIFICATIONS_ANNOTATION]
+        assert not await b.elector.step()
+        [adopted] = b.store.pending_verifications()
+        assert adopted.playbook == "scale-out"
+        # a dies: its work stops, the lease goes unrenewed for a whole duration.
+        for task in a.playbooks.in_flight():
+            task.cancel()
+        await asyncio.gather(*a.playbooks.in_flight(), return_exceptions=True)
+        b.clock.now += 16
+        assert await b.elector.step()
+        assert await b.playbooks.run_step([], WALL + 30) == {}  # not due before started + 60 s
+        records = [r for rs in (await b.playbooks.run_step([], WALL + 61)).values() for r in rs]
+        assert [(r.action, r.status) for r in records] == [
+            ("verify", "failed"),
+            ("kubernetes.scale", "rolled_back"),
+            ("slack.post", "ran"),
+        ]
+        assert replicas_of_triton(api) == 2
+    finally:
+        for r in (a, b):
+            r.kube.close()
+
+
+async def test_a_follower_drops_a_verification_the_leader_has_judged(
+    api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """Once the leader's verdict is in, the next publication no longer lists it: b forgets it."""
+    held = asyncio.Event()
+    a = replica(
+        "tritonguard-a",
+        api,
+        fake_slack,
+        playbook=VERIFIED,
+        sleep=held,
+        features=StaticFeatures(0.4),
+    )
+    b = replica("tritonguard-b", api, fake_slack, playbook=VERIFIED)
+    try:
+        assert await a.elector.step()
+        a.playbooks.step([opened()], WALL)
+        for _ in range(200):
+            if a.playbooks.executor.verifying:
+                break
+            await asyncio.sleep(0.01)
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        assert len(b.store.pending_verifications()) == 1
+        held.set()
+        await a.playbooks.settle()
+        assert [(r.action, r.status) for r in a.store.decisions()][-1] == ("verify", "ran")
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        assert b.store.pending_verifications() == []
+    finally:
+        for r in (a, b):
+            r.kube.close()

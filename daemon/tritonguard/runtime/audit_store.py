@@ -14,6 +14,7 @@ from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord
 from tritonguard.core.playbook_decisions import Ledger, PendingVerification
+from tritonguard.core.run_handover import HandedVerification
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -506,3 +507,72 @@ class AuditStore:
                     )
                 )
         return out
+
+    def handed_verifications(self) -> list[HandedVerification]:
+        """Return the pending verifications with their undo steps, for the next leader."""
+        out = []
+        for v in self.pending_verifications():
+            s = v.incident.subject
+            out.append(
+                HandedVerification(
+                    incident_id=v.incident.incident_id,
+                    playbook=v.playbook,
+                    cause=v.incident.cause,
+                    namespace=s.namespace,
+                    model=s.model,
+                    pod=s.pod,
+                    opened_at=v.incident.opened_at,
+                    checks=v.checks,
+                    wait_s=v.wait_s,
+                    started_at=v.started_at,
+                    undos=tuple((u.action, u.params) for u in self.undos_by_id(v.undo_ids)),
+                )
+            )
+        return out
+
+    def adopt_verifications(self, published: list[HandedVerification], origin: str) -> int:
+        """Make this store's pending verifications the leader's; return how many were new.
+
+        The leader is the only replica that acts and it publishes every verification it still
+        owes a verdict, so one it no longer publishes has been judged: here it is marked
+        ``handed``. New ones come with their undo steps, written to this store's ledger.
+        """
+        wanted = {v.key(): v for v in published}
+        have = {}
+        for v in self.pending_verifications():
+            key = (v.incident.incident_id, v.playbook, round(v.started_at, 3))
+            have[key] = v.verification_id
+        for key, verification_id in have.items():
+            if key not in wanted:
+                self.settle_verification(verification_id, "handed")
+        added = 0
+        for key, item in wanted.items():
+            if key in have:
+                continue
+            undo_ids = [
+                self.add_undo(item.incident_id, item.playbook, action, params, False)
+                for action, params in item.undos
+            ]
+            event = IncidentEvent(
+                event="updated",
+                incident_id=item.incident_id,
+                cause=item.cause,
+                subject=Subject(item.namespace, item.model, item.pod),
+                at=item.started_at,
+                confidence=0.0,
+                summary="",
+                evidence={},
+                fix=Fix(""),
+                opened_at=item.opened_at,
+            )
+            self.begin_verification(
+                event,
+                item.playbook,
+                list(item.checks),
+                item.wait_s,
+                item.started_at,
+                undo_ids,
+                origin=origin,
+            )
+            added += 1
+        return added

@@ -9,7 +9,15 @@ from collections.abc import Callable
 
 from tritonguard.clients.kubernetes_api import KubernetesError
 from tritonguard.clients.ports import LeaseApi
-from tritonguard.core.run_handover import ANNOTATION, WINDOW_S, decode_runs, encode_runs
+from tritonguard.core.run_handover import (
+    ANNOTATION,
+    VERIFICATIONS_ANNOTATION,
+    WINDOW_S,
+    decode_runs,
+    decode_verifications,
+    encode_runs,
+    encode_verifications,
+)
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
 
@@ -51,6 +59,7 @@ class LeaderElector:
         self.holder: str | None = None
         self.last_error: str | None = None
         self.adopted = 0
+        self._left_out = 0
         self._valid_until = float("-inf")
         self._wake = asyncio.Event()
         self._log = get_logger("tritonguard.leader")
@@ -132,7 +141,18 @@ class LeaderElector:
 
     def _annotations(self) -> dict[str, str]:
         now = self.clock()
-        return {ANNOTATION: encode_runs(self.store.history(now - WINDOW_S), now)}
+        pending, left_out = encode_verifications(self.store.handed_verifications())
+        if left_out and left_out != self._left_out:
+            self._log.warning(
+                "pending verifications too large to hand over on the lease",
+                left_out=left_out,
+                annotation=VERIFICATIONS_ANNOTATION,
+            )
+        self._left_out = left_out
+        return {
+            ANNOTATION: encode_runs(self.store.history(now - WINDOW_S), now),
+            VERIFICATIONS_ANNOTATION: pending,
+        }
 
     async def _adopt(self) -> None:
         lease = await self.kube.read_lease(self.namespace, self.name)
@@ -140,18 +160,36 @@ class LeaderElector:
             self.holder = None
             return
         self.holder = (lease.get("spec") or {}).get("holderIdentity") or None
-        text = ((lease.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-        if not text or self.holder == self.identity:
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        if self.holder == self.identity:
             return
-        try:
-            runs = decode_runs(text)
-        except ValueError as exc:
-            # Never guess at another replica's history; say so and keep what we know.
-            self._log.warning(
-                "leader lease annotation unreadable", annotation=ANNOTATION, error=str(exc)
-            )
-            return
-        added = self.store.adopt_runs(runs)
-        if added:
-            self.adopted += added
-            self._log.info("adopted runs from the leader", runs=added, holder=self.holder)
+        text = annotations.get(ANNOTATION)
+        if text:
+            try:
+                runs = decode_runs(text)
+            except ValueError as exc:
+                # Never guess at another replica's history; say so and keep what we know.
+                self._log.warning(
+                    "leader lease annotation unreadable", annotation=ANNOTATION, error=str(exc)
+                )
+            else:
+                added = self.store.adopt_runs(runs)
+                if added:
+                    self.adopted += added
+                    self._log.info("adopted runs from the leader", runs=added, holder=self.holder)
+        pending = annotations.get(VERIFICATIONS_ANNOTATION)
+        if pending and self.holder:
+            try:
+                handed = decode_verifications(pending)
+            except ValueError as exc:
+                self._log.warning(
+                    "leader lease annotation unreadable",
+                    annotation=VERIFICATIONS_ANNOTATION,
+                    error=str(exc),
+                )
+                return
+            new = self.store.adopt_verifications(handed, origin=self.holder)
+            if new:
+                self._log.info(
+                    "adopted pending verifications from the leader", count=new, holder=self.holder
+                )

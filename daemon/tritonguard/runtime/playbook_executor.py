@@ -78,7 +78,7 @@ class ExecutorEnv:
     clock: Callable[[], float] = time.time
     # Stand-ins for ``GET .../config`` when planning without a server (tests, replay).
     static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    # Told about every real run, so the next leader learns of it at once.
+    # Told about every real run and verdict, so the next leader learns of it at once.
     on_run: Callable[[], None] = lambda: None
 
 
@@ -353,6 +353,7 @@ class PlaybookExecutor:
                 self.store.settle_verification(
                     verification, "passed" if failure is None else "failed"
                 )
+                self.env.on_run()  # the next leader must not judge it again
             if failure is not None:
                 records.append(
                     self.record(
