@@ -16,6 +16,7 @@ from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.fixtures_prometheus import MetricsServer
 from tests.playbook_harness import StaticFeatures, stage
+from tests.synthetic_triton import BatchingTriton
 from tritonguard.actions.registry import catalog
 from tritonguard.cli.main import main
 from tritonguard.clients.triton_api import TritonClient
@@ -56,52 +57,6 @@ steps:
   - action: slack.post
     params: {channel: "#tritonguard-alerts", text: "{{ model }} waits in the batcher"}
 """
-
-
-class BatchingTriton:
-    """A Triton exposition for one model whose requests wait ~90 ms in the batcher at 20 req/s.
-
-    Counters advance with wall time, as a live server's would; ``healthy`` makes the queue
-    wait vanish (the fix applied) so the incident resolves.
-    """
-
-    def __init__(self, rate: float = 20.0) -> None:
-        self.rate = rate
-        self.start = time.monotonic()
-        self.healthy = False
-        self._queue_us = 0.0
-        self._last = self.start
-
-    def render(self) -> str:
-        """Return the exposition now."""
-        now = time.monotonic()
-        per_req_queue = 500.0 if self.healthy else 90_000.0
-        self._queue_us += (now - self._last) * self.rate * per_req_queue
-        self._last = now
-        n = 10_000 + self.rate * (now - self.start)
-        labels = 'model="ranker",version="1"'
-        counters = {
-            "nv_inference_request_success": n,
-            "nv_inference_count": n,
-            "nv_inference_exec_count": n,
-            "nv_inference_queue_duration_us": 10_000 * 500.0 + self._queue_us,
-            "nv_inference_compute_input_duration_us": n * 50.0,
-            "nv_inference_compute_infer_duration_us": n * 5_000.0,
-            "nv_inference_compute_output_duration_us": n * 20.0,
-        }
-        counters["nv_inference_request_duration_us"] = (
-            counters["nv_inference_queue_duration_us"] + n * 5_070.0
-        )
-        lines = []
-        for name, value in counters.items():
-            lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {value:.0f}"]
-        lines += [
-            "# TYPE nv_inference_request_failure counter",
-            f'nv_inference_request_failure{{{labels},reason="REJECTED"}} 0',
-            "# TYPE nv_inference_pending_request_count gauge",
-            f"nv_inference_pending_request_count{{{labels}}} 0",
-        ]
-        return "\n".join(lines) + "\n"
 
 
 def settings(tmp_path: Path, server: MetricsServer, **extra: Any) -> Settings:
