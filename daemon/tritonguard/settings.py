@@ -30,6 +30,7 @@ from pydantic_settings import (
 
 from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
+from tritonguard.core.urls import redact_text, split_userinfo
 
 CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
 ENV_PREFIX = "TRITONGUARD_"
@@ -52,8 +53,22 @@ def _check_http_url(value: str, what: str, example: str = "http://host:8002/metr
     return value
 
 
+class BasicAuthSettings(BaseModel):
+    """HTTP basic authentication for one metrics endpoint, sent to that endpoint only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    username: str
+    password: SecretStr = Field(default=SecretStr(""))
+
+
 class TargetSettings(BaseModel):
-    """One Triton server to watch: where its metrics are and who it is in the cluster."""
+    """One Triton server to watch: where its metrics are and who it is in the cluster.
+
+    Credentials written into ``metrics_url`` (``http://user:pass@host:8002/metrics``) move to
+    ``basic_auth`` when the target is built: the URL names the target in logs, labels and
+    readiness, and the password must never appear there.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -71,6 +86,25 @@ class TargetSettings(BaseModel):
         default=False,
         description="Keep the exporter's own namespace/pod/instance labels (kube-state-metrics).",
     )
+    basic_auth: BasicAuthSettings | None = Field(
+        default=None,
+        description="Sent as HTTP basic authentication to metrics_url (and nowhere else).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_metrics_url(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("metrics_url"), str):
+            return data
+        clean, creds = split_userinfo(data["metrics_url"])
+        if creds is None:
+            return data
+        if data.get("basic_auth") is not None:
+            raise ValueError(
+                "metrics_url carries user:password and basic_auth is set too; keep one of them"
+            )
+        auth = {"username": creds.username, "password": creds.password}
+        return {**data, "metrics_url": clean, "basic_auth": auth}
 
     @field_validator("metrics_url")
     @classmethod
@@ -298,14 +332,19 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 def target_from_url(url: str, *, namespace: str = "", pod: str = "") -> TargetSettings:
-    """Build a target from a bare metrics URL (``--target``); the name is its ``host:port``."""
+    """Build a target from a bare metrics URL (``--target``); the name is its ``host:port``.
+
+    Credentials in the URL (``http://user:pass@host:8002``) are kept for basic authentication
+    of that target and left out of its name.
+    """
     try:
         _check_http_url(url, "--target")
     except ValueError as exc:
-        raise SettingsError(f"--target {url!r}: {exc}") from None
+        raise SettingsError(f"--target {redact_text(url)!r}: {exc}") from None
     parts = urlsplit(url)
     metrics_url = url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
-    return TargetSettings(name=parts.netloc, metrics_url=metrics_url, namespace=namespace, pod=pod)
+    name = parts.netloc.rpartition("@")[2]
+    return TargetSettings(name=name, metrics_url=metrics_url, namespace=namespace, pod=pod)
 
 
 def _yaml_node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:

@@ -14,11 +14,13 @@ import pytest
 
 from tests.fixtures_prometheus import MetricsServer, closed_port_url
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeTarget
+from tritonguard.core.exposition import parse_exposition
 from tritonguard.core.samples import Sample, label
 from tritonguard.settings import TargetSettings
 from tritonguard.sources.scrape import ScrapeSource
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "expositions" / "triton_2_models.prom"
+CAPTURE_50 = Path(__file__).parents[2] / "benchmarks" / "data" / "triton_50_models.prom"
 
 
 def _sample_lines(text: str) -> list[str]:
@@ -56,6 +58,38 @@ async def test_captured_triton_exposition_becomes_labelled_samples() -> None:
         label(s.labels, "model"): s.value for s in result.samples if s.name == "nv_inference_count"
     }
     assert counts == {"model_01": 6.0, "model_00": 4.0}
+
+
+async def test_fifty_model_capture_yields_every_series_through_the_source() -> None:
+    """The daemon's scrape path over a real 50-model exposition (191 KB) keeps every series.
+
+    Each sample the capture holds arrives once with its value, plus the target's labels.
+    """
+    text = CAPTURE_50.read_text()
+    server = await MetricsServer(render=lambda: text).start()
+    try:
+        target = TargetSettings(name="t50", metrics_url=server.url, namespace="ml", pod="t-0")
+        source = ScrapeSource([target], MetricsScraper(timeout_s=5.0))
+        results = [await source.poll() for _ in range(2)]
+        await source.close()
+    finally:
+        await server.stop()
+
+    expected = {
+        (s.name, s.labels, s.value) for s in parse_exposition(text, source="capture").samples
+    }
+    assert len(expected) == len(_sample_lines(text))
+    for result in results:
+        assert [(s.ok, s.error) for s in result.statuses] == [(True, None)]
+        added = {("instance", server.host_port), ("namespace", "ml"), ("pod", "t-0")}
+        got = {
+            (s.name, tuple(kv for kv in s.labels if kv not in added), s.value)
+            for s in result.samples
+        }
+        assert got == expected
+        assert len(result.samples) == len(expected) == result.statuses[0].samples
+    models = {label(s.labels, "model") for s in results[0].samples} - {""}
+    assert len(models) == 50
 
 
 async def test_down_and_slow_targets_give_error_records_quickly() -> None:

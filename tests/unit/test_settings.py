@@ -167,6 +167,69 @@ def test_target_from_url_and_listen() -> None:
         split_listen("9108")
 
 
+def test_target_url_credentials_move_out_of_name_and_url() -> None:
+    """``--target http://user:pass@host:port`` keeps user and password for basic auth only.
+
+    The name, the URL and the ``instance`` label hold no userinfo, and neither repr nor a
+    JSON dump of the target shows the password.
+    """
+    t = target_from_url("http://user:p%40ss@10.0.0.5:8002")
+    assert (t.name, t.metrics_url, t.instance) == (
+        "10.0.0.5:8002",
+        "http://10.0.0.5:8002/metrics",
+        "10.0.0.5:8002",
+    )
+    assert t.basic_auth is not None and t.basic_auth.username == "user"
+    assert t.basic_auth.password.get_secret_value() == "p@ss"
+    for shown in (repr(t), str(t), t.model_dump_json(), t.name, t.metrics_url):
+        assert "p@ss" not in shown and "p%40ss" not in shown
+
+
+def test_bad_target_url_error_does_not_quote_the_password() -> None:
+    """A malformed ``--target`` is named in its one-line error, but without its userinfo."""
+    with pytest.raises(SettingsError) as err:
+        target_from_url("ftp://user:hunter2@10.0.0.5:8002/metrics")
+    assert str(err.value) == (
+        "--target 'ftp://10.0.0.5:8002/metrics': "
+        "--target must be an http(s) URL such as http://host:8002/metrics"
+    )
+
+
+def test_yaml_metrics_url_credentials_become_basic_auth(tmp_path: Path) -> None:
+    """A config file's ``metrics_url`` with user:pass is the same as giving ``basic_auth``."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: a\n"
+        "    metrics_url: http://scraper:hunter2@h:8002/metrics\n"
+        "  - name: b\n"
+        "    metrics_url: http://h:8003/metrics\n"
+        "    basic_auth: {username: scraper, password: hunter2}\n"
+    )
+    a, b = load_settings(path).targets
+    assert a.metrics_url == "http://h:8002/metrics" and a.instance == "h:8002"
+    assert a.basic_auth == b.basic_auth
+    assert b.basic_auth is not None and b.basic_auth.password.get_secret_value() == "hunter2"
+    assert "hunter2" not in repr(a) + repr(b)
+
+
+def test_credentials_in_url_and_basic_auth_together_are_refused(tmp_path: Path) -> None:
+    """Two places for one password is ambiguous: a one-line error names the file and line."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: a\n"
+        "    metrics_url: http://u:pw-first@h:8002/metrics\n"
+        "    basic_auth: {username: u, password: pw-second}\n"
+    )
+    with pytest.raises(SettingsError) as err:
+        load_settings(path)
+    assert str(err.value) == (
+        f"{path}:2: targets.0: metrics_url carries user:password and basic_auth is set too; "
+        "keep one of them; fix the value and retry"
+    )
+
+
 def test_leader_election_without_an_api_names_the_file_and_line(tmp_path: Path) -> None:
     """A config asking for leader election with no way to reach Kubernetes fails at start-up."""
     path = tmp_path / "c.yaml"

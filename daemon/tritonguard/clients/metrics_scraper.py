@@ -10,19 +10,29 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from tritonguard.core.urls import BasicCredentials, redact_url, split_userinfo
+
 # Prometheus's own Accept header: Triton serves text format 0.0.4 either way, other exporters
 # may prefer OpenMetrics, which the parser reads too.
 ACCEPT = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# How much of the body one read hands over: small enough that a body over the cap is caught
+# within one read of it, large enough that a 200 KB Triton exposition takes a few reads.
+_READ_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class ScrapeTarget:
-    """One endpoint to scrape: a name for logs and metrics, its URL and extra request headers."""
+    """One endpoint to scrape: a name for logs and metrics, its URL and extra request headers.
+
+    ``auth`` is sent as HTTP basic authentication to this URL only. Credentials written into
+    the URL (``http://user:pass@host/metrics``) are taken out of it and sent the same way.
+    """
 
     name: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    auth: BasicCredentials | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,32 +100,54 @@ class MetricsScraper:
                     return await self._fetch(target, started, clock)
             except TimeoutError:
                 return self._failed(target, started, clock, f"timeout after {self._timeout_s:g}s")
+            except aiohttp.ClientPayloadError as exc:
+                return self._failed(target, started, clock, _describe_cut_short(exc))
             except aiohttp.ClientError as exc:
                 return self._failed(target, started, clock, _describe_client_error(exc))
+            except OSError as exc:
+                return self._failed(target, started, clock, f"connection failed: {exc}")
             except UnicodeDecodeError:
                 return self._failed(target, started, clock, "response body is not UTF-8 text")
 
     async def _fetch(self, target: ScrapeTarget, started: float, clock: float) -> ScrapeResult:
         session = self._get_session()
-        async with session.get(target.url, headers=dict(target.headers)) as response:
+        url, url_auth = split_userinfo(target.url)
+        creds = target.auth or url_auth
+        headers = dict(target.headers)
+        if creds is not None:
+            headers["Authorization"] = creds.authorization()
+        # Redirects are refused: a redirect could carry the credentials and headers to another
+        # host, and a scrape of whatever the redirect names is not the configured target.
+        async with session.get(url, headers=headers, allow_redirects=False) as response:
             if response.status != 200:
-                reason = response.reason or ""
+                return self._failed(
+                    target, started, clock, _describe_status(response), status=response.status
+                )
+            declared = response.content_length
+            if declared is not None and declared > self._max_body_bytes:
+                response.close()
                 return self._failed(
                     target,
                     started,
                     clock,
-                    f"HTTP {response.status} {reason}".strip(),
+                    _too_large(self._max_body_bytes, f"Content-Length is {declared}"),
                     status=response.status,
                 )
-            body = await response.content.read(self._max_body_bytes + 1)
-            if len(body) > self._max_body_bytes:
-                return self._failed(
-                    target,
-                    started,
-                    clock,
-                    f"body larger than {self._max_body_bytes} bytes",
-                    status=response.status,
-                )
+            body = bytearray()
+            # Read to the end of the body (aiohttp raises ClientPayloadError when it is cut
+            # short), never holding more than the cap: the read that would pass it ends the
+            # scrape and closes the connection.
+            async for chunk in response.content.iter_chunked(_READ_CHUNK_BYTES):
+                if len(body) + len(chunk) > self._max_body_bytes:
+                    response.close()
+                    return self._failed(
+                        target,
+                        started,
+                        clock,
+                        _too_large(self._max_body_bytes, "the body went on past it"),
+                        status=response.status,
+                    )
+                body += chunk
             return ScrapeResult(
                 target=target,
                 timestamp=started,
@@ -145,6 +177,32 @@ class MetricsScraper:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def _describe_status(response: aiohttp.ClientResponse) -> str:
+    """Return why a non-200 answer is no scrape; a redirect names where it pointed."""
+    head = f"HTTP {response.status} {response.reason or ''}".strip()
+    if 300 <= response.status < 400:
+        location = response.headers.get("Location")
+        where = f" to {redact_url(location)}" if location else ""
+        return (
+            f"{head}{where}: redirects are not followed; set the target to the URL that "
+            "serves the metrics"
+        )
+    return head
+
+
+def _too_large(cap: int, why: str) -> str:
+    return (
+        f"body larger than the {cap}-byte scrape limit ({why}); drop series at the exporter "
+        "or scrape a smaller endpoint"
+    )
+
+
+def _describe_cut_short(exc: aiohttp.ClientPayloadError) -> str:
+    """Return a one-line reason for a body that ended before its declared end."""
+    detail = " ".join(str(exc).split())[:200]
+    return f"body cut short: the connection ended before the whole body arrived ({detail})"
 
 
 def _describe_client_error(exc: aiohttp.ClientError) -> str:

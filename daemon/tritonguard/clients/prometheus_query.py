@@ -13,9 +13,27 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from tritonguard.core.urls import redact_url, split_userinfo
+
 
 class PrometheusQueryError(RuntimeError):
     """A query failed: Prometheus down, slow, or it rejected the query."""
+
+
+class _RedirectRefused(requests.RequestException):
+    """Prometheus answered with a redirect, which is not followed."""
+
+
+def _refuse_redirects(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """Raise before requests follows a redirect, which would carry the headers along."""
+    if response.is_redirect:
+        location = " ".join(redact_url(response.headers.get("Location", "")).split())[:200]
+        response.close()
+        raise _RedirectRefused(
+            f"HTTP {response.status_code} redirect to {location}: redirects are not followed; "
+            "set prometheus_url to the server's own address",
+            response=response,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +50,25 @@ class PrometheusQueryClient:
 
     The SDK is blocking, so each call runs in a worker thread; the HTTP timeout is set on the
     request itself so a timed-out thread does not linger, and ``asyncio.timeout`` bounds the
-    wait. Retries are off: the caller polls again on its next tick.
+    wait. Retries are off: the caller polls again on its next tick. Redirects are refused, so
+    ``headers`` and credentials in ``url`` (sent as basic authentication, and left out of
+    ``url`` and every error message) only ever go to that server.
     """
 
     def __init__(
         self, url: str, *, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
     ) -> None:
-        self.url = url.rstrip("/")
+        self.url, creds = split_userinfo(url.rstrip("/"))
         self._timeout_s = timeout_s
+        sent = dict(headers or {})
+        if creds is not None:
+            sent["Authorization"] = creds.authorization()
+        session = requests.Session()
+        session.hooks["response"].append(_refuse_redirects)
         self._connect = PrometheusConnect(
             url=self.url,
-            headers=dict(headers or {}),
+            headers=sent,
+            session=session,
             retry=Retry(total=0, raise_on_status=False),
             # requests takes float seconds; the SDK's hint says int.
             timeout=timeout_s,  # type: ignore[arg-type]
@@ -99,6 +125,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _describe_request_error(exc: requests.RequestException) -> str:
+    if isinstance(exc, _RedirectRefused):
+        return str(exc)
     if isinstance(exc, requests.ConnectionError):
         return "connection failed (is Prometheus running?)"
     if isinstance(exc, requests.Timeout):

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import aiohttp
 
 from tritonguard.clients.ports import TritonApi
+from tritonguard.core.urls import redact_url, split_userinfo
 
 ACCESS_TOKEN_HEADER = "triton-access-token"
 
@@ -30,11 +31,26 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _refuse_redirect(method: str, url: str, resp: aiohttp.ClientResponse) -> None:
+    """Raise for a 3xx answer: following it could hand the access token to another host."""
+    if 300 <= resp.status < 400:
+        location = resp.headers.get("Location")
+        where = f" to {_one_line(redact_url(location), 200)}" if location else ""
+        raise TritonError(
+            f"{method} {url}: HTTP {resp.status} redirect{where}: redirects are not followed; "
+            "set triton_url to the server's own address",
+            resp.status,
+        )
+
+
 class TritonClient(TritonApi):
     """One Triton server's HTTP endpoint. Use ``async with`` or call ``close()``.
 
     ``access_token`` is sent as the ``triton-access-token`` header, which servers started with
-    ``--http-restricted-api=model-repository:...`` require for the repository API.
+    ``--http-restricted-api=model-repository:...`` require for the repository API. Credentials
+    in ``base_url`` (``http://user:pass@host:8000``) are sent as HTTP basic authentication and
+    left out of ``base_url`` and every error message. Redirects are never followed, so the
+    token and the credentials only ever go to ``base_url``.
     """
 
     def __init__(
@@ -45,7 +61,8 @@ class TritonClient(TritonApi):
         timeout_s: float = 10.0,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url, creds = split_userinfo(base_url.rstrip("/"))
+        self._auth_headers = {} if creds is None else {"Authorization": creds.authorization()}
         self.access_token = access_token
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session = session
@@ -82,15 +99,23 @@ class TritonClient(TritonApi):
         expect_json: bool = True,
     ) -> Any:
         url = f"{self.base_url}{path}"
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = dict(self._auth_headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         if restricted and self.access_token:
             headers[ACCESS_TOKEN_HEADER] = self.access_token
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else self.timeout
         data = None if body is None else json.dumps(body)
         try:
             async with self._sess().request(
-                method, url, data=data, headers=headers, timeout=timeout
+                method,
+                url,
+                data=data,
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
             ) as resp:
+                _refuse_redirect(method, url, resp)
                 text = await resp.text()
                 if resp.status >= 400:
                     reason = text
@@ -216,9 +241,11 @@ class TritonClient(TritonApi):
             async with self._sess().post(
                 url,
                 data=json.dumps(body),
-                headers={"Content-Type": "application/json"},
+                headers={**self._auth_headers, "Content-Type": "application/json"},
                 timeout=timeout,
+                allow_redirects=False,
             ) as resp:
+                _refuse_redirect("POST", url, resp)
                 raw = await resp.read()
                 header_len = int(resp.headers.get("Inference-Header-Content-Length", len(raw)))
                 head = raw[:header_len].decode("utf-8", errors="replace")

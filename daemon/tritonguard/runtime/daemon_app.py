@@ -20,6 +20,7 @@ from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.samples import Sample, label
+from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alertmanager_webhook import Alert
 from tritonguard.runtime.http_server import HttpServer
@@ -175,7 +176,7 @@ class DaemonApp:
                     "source target failed",
                     source=status.source,
                     target=status.target,
-                    error=status.error,
+                    error=_shown(status.error),
                 )
         if isinstance(source, ScrapeSource):
             self._note_models(source, result)
@@ -352,7 +353,7 @@ class DaemonApp:
             targets[f"{source}/{target}"] = {
                 "ok": health.last.ok if health.last else False,
                 "last_success_age_s": age,
-                "error": health.last.error if health.last else None,
+                "error": _shown(health.last.error) if health.last else None,
             }
         last_eval = self.engine.last_evaluated
         eval_age = None if last_eval is None else round(now - last_eval, 3)
@@ -443,7 +444,7 @@ class DaemonApp:
         self._log.info(
             "daemon starting",
             targets=[t.name for t in self.settings.targets],
-            prometheus=self.settings.prometheus_url,
+            prometheus=redact_url(self.settings.prometheus_url or "") or None,
             dry_run=self.settings.dry_run,
             listen=self.settings.listen,
         )
@@ -452,3 +453,8 @@ class DaemonApp:
         finally:
             if remove is not None:
                 remove()
+
+
+def _shown(error: str | None) -> str | None:
+    """Return an error message fit to show: a URL a library echoed loses its userinfo."""
+    return None if error is None else redact_text(error)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
 from tritonguard.core.exposition import ExpositionError, parse_exposition
 from tritonguard.core.samples import Sample
+from tritonguard.core.urls import BasicCredentials
 from tritonguard.settings import TargetSettings
 from tritonguard.sources.source_status import PollResult, SourceStatus
 
@@ -18,6 +19,16 @@ def target_labels(target: TargetSettings) -> tuple[tuple[str, str], ...]:
     """Return the labels a scrape of ``target`` adds to every sample (empty ones are omitted)."""
     pairs = (("instance", target.instance), ("namespace", target.namespace), ("pod", target.pod))
     return tuple((name, value) for name, value in pairs if value)
+
+
+def _scrape_target(target: TargetSettings) -> ScrapeTarget:
+    """Return what the scraper needs: the target's URL and, apart from it, its credentials."""
+    auth = None
+    if target.basic_auth is not None:
+        auth = BasicCredentials(
+            target.basic_auth.username, target.basic_auth.password.get_secret_value()
+        )
+    return ScrapeTarget(name=target.name, url=target.metrics_url, auth=auth)
 
 
 def relabel(sample: Sample, extra: tuple[tuple[str, str], ...], *, honor_labels: bool) -> Sample:
@@ -65,7 +76,7 @@ class ScrapeSource:
         self._scraper = scraper
         self._keep = keep
         self._sample_limit = sample_limit
-        self._scrape_targets = [ScrapeTarget(name=t.name, url=t.metrics_url) for t in targets]
+        self._scrape_targets = [_scrape_target(t) for t in targets]
 
     @property
     def targets(self) -> list[TargetSettings]:
