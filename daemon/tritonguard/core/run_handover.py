@@ -23,6 +23,20 @@ WINDOW_S = 86400.0
 MAX_RUNS = 200
 
 
+def _rows(text: str, key: str) -> list[Any]:
+    """Return the list under ``key`` of an annotation's versioned JSON object."""
+    try:
+        doc: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+        raise ValueError(f"expected an object with v={FORMAT_VERSION}")
+    rows = doc.get(key)
+    if not isinstance(rows, list):
+        raise ValueError(f"'{key}' must be a list")
+    return rows
+
+
 def encode_runs(runs: Sequence[RunRecord], now: float) -> str:
     """Return the newest real (not dry-run) runs of the last day as compact JSON."""
     recent = sorted(
@@ -34,15 +48,7 @@ def encode_runs(runs: Sequence[RunRecord], now: float) -> str:
 
 def decode_runs(text: str) -> list[RunRecord]:
     """Parse an annotation written by ``encode_runs``; raise ValueError saying what is wrong."""
-    try:
-        doc: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
-        raise ValueError(f"expected an object with v={FORMAT_VERSION}")
-    rows = doc.get("runs")
-    if not isinstance(rows, list):
-        raise ValueError("'runs' must be a list")
+    rows = _rows(text, "runs")
     out: list[RunRecord] = []
     for i, row in enumerate(rows):
         if not (
@@ -115,15 +121,7 @@ def encode_verifications(items: Sequence[HandedVerification]) -> tuple[str, int]
 
 def decode_verifications(text: str) -> list[HandedVerification]:
     """Parse an annotation written by ``encode_verifications``; ValueError says what is wrong."""
-    try:
-        doc: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
-        raise ValueError(f"expected an object with v={FORMAT_VERSION}")
-    rows = doc.get("verifications")
-    if not isinstance(rows, list):
-        raise ValueError("'verifications' must be a list")
+    rows = _rows(text, "verifications")
     out = []
     for i, row in enumerate(rows):
         try:

@@ -441,32 +441,20 @@ class PlaybookExecutor:
         self, pending: PendingVerification, books: Mapping[str, Playbook], now: float
     ) -> list[ActionRecord]:
         """Judge a verification a stopped daemon left, with fresh data; roll back on failure."""
-        event, book = pending.incident, books.get(pending.playbook)
-        ctx = self._context(book, event, False) if book else self._bare_context(pending)
+        book = books.get(pending.playbook)
+        ctx = self._left_context(pending, book)
         params = self.actions["verify"].params.model_validate(
             {"wait": 0, "checks": list(pending.checks)}
         )
         try:
             result = await self.actions["verify"].run(ctx, params)
         except ActionFailed as exc:
-            self.store.settle_verification(pending.verification_id, "failed")
-            failure = _Failed("failed", "", f"resumed after a restart: {exc}")
-            first = self.record(
-                event,
-                pending.playbook,
-                "verify",
-                {"checks": list(pending.checks)},
-                False,
-                "failed",
-                now,
-                reason=failure.reason,
-            )
-            undos = self.store.undos_by_id(pending.undo_ids)
-            return [first, *await self._rollback(book, event, ctx, undos, failure)]
+            why = _Failed("failed", "", f"resumed after a restart: {exc}")
+            return await self._fail_left(pending, book, ctx, why, "failed", now)
         self.store.settle_verification(pending.verification_id, "passed")
         return [
             self.record(
-                event,
+                pending.incident,
                 pending.playbook,
                 "verify",
                 {"checks": list(pending.checks)},
@@ -482,28 +470,47 @@ class PlaybookExecutor:
         self, pending: PendingVerification, books: Mapping[str, Playbook], now: float
     ) -> list[ActionRecord]:
         """No fresh data to judge a left verification by: roll the unverified change back."""
-        event, book = pending.incident, books.get(pending.playbook)
-        ctx = self._context(book, event, False) if book else self._bare_context(pending)
-        self.store.settle_verification(pending.verification_id, "abandoned")
-        failure = _Failed(
+        book = books.get(pending.playbook)
+        why = _Failed(
             "failed",
             "stale",
-            f"no fresh data for {event.subject.key()} to verify the change after a restart; "
-            "an unverified change is rolled back",
+            f"no fresh data for {pending.incident.subject.key()} to verify the change after a "
+            "restart; an unverified change is rolled back",
         )
+        return await self._fail_left(
+            pending, book, self._left_context(pending, book), why, "abandoned", now
+        )
+
+    async def _fail_left(  # noqa: PLR0917 - the verification, its context and the verdict
+        self,
+        pending: PendingVerification,
+        book: Playbook | None,
+        ctx: ActionContext,
+        failure: _Failed,
+        state: str,
+        now: float,
+    ) -> list[ActionRecord]:
+        """Record a left verification's failed verdict, then roll back and escalate."""
+        self.store.settle_verification(pending.verification_id, state)
         first = self.record(
-            event,
+            pending.incident,
             pending.playbook,
             "verify",
             {"checks": list(pending.checks)},
             False,
             "failed",
             now,
-            guard="stale",
+            guard=failure.guard,
             reason=failure.reason,
         )
         undos = self.store.undos_by_id(pending.undo_ids)
-        return [first, *await self._rollback(book, event, ctx, undos, failure)]
+        return [first, *await self._rollback(book, pending.incident, ctx, undos, failure)]
+
+    def _left_context(self, pending: PendingVerification, book: Playbook | None) -> ActionContext:
+        """Return the context to judge a left verification in, with or without its playbook."""
+        if book is not None:
+            return self._context(book, pending.incident, False)
+        return self._bare_context(pending)
 
     def _bare_context(self, pending: PendingVerification) -> ActionContext:
         """Return a context for a verification whose playbook is no longer loaded."""
