@@ -1,14 +1,19 @@
-"""Playbooks matched on Alertmanager alert names: armed by the webhook, disarmed on resolve."""
+"""Playbooks matched on Alertmanager alert names: armed by the webhook, disarmed on resolve.
+
+The alert book behind them stays within its entry and byte caps, dropping the oldest first.
+"""
 
 from __future__ import annotations
+
+import structlog
 
 from tests.playbook_harness import handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import load_playbooks_text
-from tritonguard.runtime.alert_book import AlertBook
-from tritonguard.runtime.alertmanager_webhook import parse_webhook
+from tritonguard.runtime.alert_book import AlertBook, entry_size
+from tritonguard.runtime.alertmanager_webhook import Alert, parse_webhook
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv
 
@@ -90,3 +95,79 @@ def test_forgotten_resolution_expires() -> None:
     assert alerts.names_for(_incident(1)) == {"TritonSLOBurn"}
     now[0] = 61.0
     assert alerts.names_for(_incident(1)) == frozenset()
+
+
+def _firing(fingerprint: str, name: str | None = None, **annotations: str) -> Alert:
+    return Alert(
+        status="firing",
+        labels={"alertname": name or f"A-{fingerprint}", "namespace": "prod"},
+        annotations=annotations,
+        fingerprint=fingerprint,
+    )
+
+
+def _held(book: AlertBook) -> set[str]:
+    return set(book.names_for(_incident(0)))
+
+
+def test_beyond_its_entry_cap_the_book_drops_the_alerts_heard_of_least_recently() -> None:
+    """max_alerts 3: a fourth and fifth alert push out the oldest; one re-sent stays newest."""
+    dropped: list[tuple[str, int]] = []
+    book = AlertBook(
+        clock=lambda: 1000.0, max_alerts=3, on_evicted=lambda c, n: dropped.append((c, n))
+    )
+    book.update([_firing("f1"), _firing("f2"), _firing("f3")])
+    book.update([_firing("f1")])  # Alertmanager re-sends f1: now it is the newest
+    book.update([_firing("f4"), _firing("f5")])
+    assert _held(book) == {"A-f1", "A-f4", "A-f5"}
+    assert book.count == 3
+    assert book.evicted == {"max_alerts": 2, "max_bytes": 0}
+    assert dropped == [("max_alerts", 2)]
+
+
+def test_the_book_stays_within_its_byte_cap() -> None:
+    """Alerts with large annotations: the held bytes never pass max_bytes, the oldest go."""
+    book = AlertBook(clock=lambda: 1000.0, max_bytes=65_536)
+    for n in range(40):
+        book.update([_firing(f"f{n}", summary="x" * 4000)])
+        assert book.bytes <= 65_536
+    kept = _held(book)
+    assert "A-f39" in kept and "A-f0" not in kept
+    assert 10 <= book.count < 20
+    assert book.evicted["max_bytes"] == 40 - book.count
+    # Resolving frees what the alert held.
+    before = book.bytes
+    book.update([Alert(status="resolved", labels={"alertname": "A-f39"}, fingerprint="f39")])
+    assert book.bytes < before - 4000 and "A-f39" not in _held(book)
+
+
+def test_an_alert_larger_than_the_whole_cap_is_not_kept() -> None:
+    """One alert bigger than max_bytes is dropped (and counted) rather than overflow the book."""
+    book = AlertBook(clock=lambda: 1000.0, max_bytes=65_536)
+    book.update([_firing("small")])
+    book.update([_firing("huge", summary="y" * 100_000)])
+    assert book.count == 0 and book.bytes == 0
+    assert book.evicted["max_bytes"] == 2
+
+
+def test_entry_size_counts_what_an_alert_holds() -> None:
+    """The byte estimate grows with the label and annotation text an alert carries."""
+    small = entry_size("k", _firing("k"))
+    assert small > 500  # object headers alone: the Alert, two dicts, a dozen strings
+    assert entry_size("k", _firing("k", summary="z" * 10_000)) >= small + 10_000
+
+
+def test_evictions_are_logged_at_most_once_a_minute_with_the_count() -> None:
+    """A flood evicting on every notification logs one line, then one a minute with the total."""
+    now = [1000.0]
+    book = AlertBook(clock=lambda: now[0], max_alerts=10)
+    with structlog.testing.capture_logs() as logs:
+        for n in range(500):
+            book.update([_firing(f"f{n}")])
+            now[0] += 0.01
+        now[0] += 60.0
+        book.update([_firing("last")])
+    lines = [e for e in logs if e["event"].startswith("alert book full")]
+    assert [e["dropped"] for e in lines] == [1, 490]
+    assert lines[-1]["dropped_total"] == 491 and lines[-1]["cap"] == "max_alerts"
+    assert lines[-1]["limit"] == 10 and lines[-1]["held"] == 10

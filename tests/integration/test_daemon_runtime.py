@@ -217,13 +217,17 @@ async def test_shutdown_lets_in_flight_work_finish_within_grace() -> None:
 
 
 async def test_alertmanager_webhook_passes_alerts_and_rejects_bad_bodies() -> None:
-    """A v4 webhook body reaches the callback as alerts; a malformed one gets a 400 reason."""
+    """A v4 webhook body with the bearer token reaches the callback as alerts.
+
+    A malformed one gets a 400 reason; one without the token never reaches the callback.
+    """
     received: list[Alert] = []
 
     async def on_alerts(alerts: list[Alert]) -> None:
         received.extend(alerts)
 
-    app = DaemonApp(_settings(), on_alerts=on_alerts)
+    app = DaemonApp(_settings(api={"token": "s3cret-for-this-test"}), on_alerts=on_alerts)
+    auth = {"Authorization": "Bearer s3cret-for-this-test"}
     payload = {
         "version": "4",
         "groupKey": '{}:{alertname="TritonP99High"}',
@@ -247,13 +251,16 @@ async def test_alertmanager_webhook_passes_alerts_and_rejects_bad_bodies() -> No
             {"status": "resolved", "labels": {"alertname": "TritonQueueHigh"}},
         ],
     }
-    async with _running(app) as base, aiohttp.ClientSession() as http:
+    async with _running(app) as base, aiohttp.ClientSession(headers=auth) as http:
         async with http.post(f"{base}/api/alertmanager", json=payload) as resp:
             ok = (resp.status, await resp.json())
         async with http.post(f"{base}/api/alertmanager", json={"version": "3"}) as resp:
             bad_version = (resp.status, await resp.json())
         async with http.post(f"{base}/api/alertmanager", data=b"{not json") as resp:
             not_json = (resp.status, await resp.json())
+        anonymous = {"Authorization": ""}
+        async with http.post(f"{base}/api/alertmanager", json=payload, headers=anonymous) as resp:
+            unauthenticated = resp.status
         async with http.get(f"{base}/metrics") as resp:
             metrics = await resp.text()
     assert ok == (200, {"received": 2})
@@ -264,6 +271,7 @@ async def test_alertmanager_webhook_passes_alerts_and_rejects_bad_bodies() -> No
     assert received[0].labels["model"] == "resnet" and received[0].fingerprint == "abc123"
     assert bad_version[0] == 400 and "version" in bad_version[1]["error"]
     assert not_json == (400, {"error": "body is not JSON"})
+    assert unauthenticated == 401
     assert _value(metrics, 'tritonguard_alertmanager_alerts_total{status="firing"}') == 1
 
 

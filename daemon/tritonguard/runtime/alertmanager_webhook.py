@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+# Where the daemon serves the webhook; Alertmanager's webhook_config url ends with it.
+WEBHOOK_PATH = "/api/alertmanager"
+
+# A JSON string, closing quote optional: an unterminated one runs to the end, as the parser
+# would read it. Possessive loops keep the scan linear whatever the body holds.
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
 
 
 class WebhookError(ValueError):
@@ -67,3 +77,43 @@ def parse_webhook(payload: Any) -> list[Alert]:
             )
         )
     return alerts
+
+
+def nesting_exceeds(text: str, limit: int) -> bool:
+    """Return True when JSON ``text`` nests arrays and objects deeper than ``limit``.
+
+    Linear and without recursion, so it runs before the parser, which recurses once per
+    level. Brackets inside strings do not count. On malformed text it may count too deep,
+    never too shallow for the part a parser would read before failing.
+    """
+    skeleton = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    depth = 0
+    for bracket in skeleton:
+        if bracket in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def parse_webhook_body(body: bytes, *, max_depth: int) -> list[Alert]:
+    """Return the alerts of a raw webhook body; raise WebhookError with a one-line reason."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise WebhookError("body is not UTF-8 JSON") from None
+    if nesting_exceeds(text, max_depth):
+        raise WebhookError(
+            f"body nests deeper than {max_depth} levels; an Alertmanager webhook needs 4"
+        )
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        # Only when api.max_json_depth is set above what the parser can recurse into.
+        raise WebhookError("body nests too deeply to parse") from None
+    except ValueError:
+        # JSONDecodeError, and integers longer than Python converts (4300 digits).
+        raise WebhookError("body is not JSON") from None
+    return parse_webhook(payload)

@@ -22,7 +22,8 @@ from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
-from tritonguard.runtime.alertmanager_webhook import Alert
+from tritonguard.runtime.alert_book import AlertBook
+from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.http_server import HttpServer
 from tritonguard.runtime.self_metrics import SelfMetrics
 from tritonguard.runtime.supervisor import Supervisor
@@ -125,6 +126,12 @@ class DaemonApp:
         self._on_alerts = on_alerts or (playbooks.on_alerts if playbooks is not None else None)
         if playbooks is not None:
             playbooks.subscribe(self.metrics.observe_actions)
+            # The stage's alert book (PlaybookService.alerts) reports its size and evictions.
+            book = getattr(playbooks, "alerts", None)
+            if isinstance(book, AlertBook):
+                self.metrics.watch_alert_book(book)
+        # Why the webhook is off although a token was configured (an unreadable token_file).
+        self._webhook_problem: str | None = None
         self._health: dict[tuple[str, str], _TargetHealth] = {}
         self._tritons: dict[str, TritonClient] = {}
         self._config_fetcher = config_fetcher or self._fetch_config_from_triton
@@ -414,6 +421,12 @@ class DaemonApp:
                 grace_s=self.settings.shutdown_grace_s,
             )
         host, port = split_listen(self.settings.listen)
+        api = self.settings.api
+        try:
+            token = api.bearer_token()
+        except ValueError as exc:
+            # The webhook stays off rather than open; run() logs why.
+            token, self._webhook_problem = None, str(exc)
         self.http = HttpServer(
             host=host,
             port=port,
@@ -421,6 +434,11 @@ class DaemonApp:
             readiness=self.readiness,
             incidents=self.incidents_json,
             on_alerts=self._handle_alerts,
+            api_token=token,
+            on_refused=self.metrics.count_refusal,
+            max_body_bytes=api.max_body_bytes,
+            read_timeout_s=api.read_timeout_s,
+            max_json_depth=api.max_json_depth,
         )
         sup.add("http", self.http.serve_forever, stage=STAGE_HTTP)
         if self._playbooks is not None:
@@ -430,6 +448,29 @@ class DaemonApp:
         sup.add_cleanup("clients", self._close_clients)
         if self._playbooks is not None:
             sup.add_cleanup("playbooks", self._playbooks.close)
+
+    def _log_webhook_state(self) -> None:
+        endpoint = f"POST {WEBHOOK_PATH}"
+        if self._webhook_problem is not None:
+            self._log.error(
+                "Alertmanager webhook off (404): the bearer token cannot be read; "
+                "fix api.token_file",
+                endpoint=endpoint,
+                problem=self._webhook_problem,
+            )
+        elif self.http is None or not self.http.webhook_enabled:
+            self._log.warning(
+                "Alertmanager webhook off (404): no bearer token; set api.token_file "
+                "(or TRITONGUARD_API__TOKEN) to turn it on",
+                endpoint=endpoint,
+            )
+        else:
+            source = "api.token_file" if self.settings.api.token_file else "api.token"
+            self._log.info(
+                "Alertmanager webhook on: bearer token required",
+                endpoint=endpoint,
+                token_from=source,
+            )
 
     def request_stop(self, reason: str = "requested") -> None:
         """Begin a graceful shutdown."""
@@ -448,6 +489,7 @@ class DaemonApp:
             dry_run=self.settings.dry_run,
             listen=self.settings.listen,
         )
+        self._log_webhook_state()
         try:
             await self.supervisor.run()
         finally:

@@ -10,16 +10,35 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from tritonguard.clients.http_listener import HttpListener, HttpReply, HttpRequest
+from tritonguard.clients.http_listener import HttpListener, HttpReply, HttpRequest, Route
 from tritonguard.logs import get_logger
-from tritonguard.runtime.alertmanager_webhook import Alert, WebhookError, parse_webhook
+from tritonguard.runtime.alertmanager_webhook import (
+    WEBHOOK_PATH,
+    Alert,
+    WebhookError,
+    parse_webhook_body,
+)
+from tritonguard.runtime.api_auth import BearerToken, Refusal
+from tritonguard.runtime.log_throttle import LogThrottle
 
 Readiness = Callable[[], tuple[bool, dict[str, Any]]]
 IncidentsView = Callable[[], list[dict[str, Any]]]
 AlertsCallback = Callable[[list[Alert]], Awaitable[None]]
+# (endpoint, reason) of each request refused for its credentials.
+RefusedCallback = Callable[[str, Refusal], None]
 
-# Alertmanager batches alerts per group; a megabyte is thousands of alerts.
+# The same defaults as settings.ApiSettings; the daemon passes the configured values.
 MAX_BODY_BYTES = 1024 * 1024
+READ_TIMEOUT_S = 10.0
+MAX_JSON_DEPTH = 32
+# A client retrying a wrong token every few milliseconds gets one log line per reason this often.
+REFUSAL_LOG_INTERVAL_S = 10.0
+
+_WWW_AUTHENTICATE = {
+    "missing": 'Bearer realm="tritonguard"',
+    "not_bearer": 'Bearer realm="tritonguard", error="invalid_request"',
+    "wrong_token": 'Bearer realm="tritonguard", error="invalid_token"',
+}
 
 
 class HttpServer:
@@ -27,6 +46,10 @@ class HttpServer:
 
     ``/healthz`` answers while the event loop runs (a wedged loop fails it); ``/readyz``
     reports the ``readiness`` callback; ``/metrics`` renders the injected registry only.
+
+    ``/api/alertmanager`` changes what playbooks may do, so it needs ``Authorization: Bearer
+    <api_token>``: without a token configured it is off (404); a missing or wrong token gets
+    401 before the body is read, is logged (never the token) and reported to ``on_refused``.
     """
 
     def __init__(
@@ -38,11 +61,20 @@ class HttpServer:
         readiness: Readiness,
         incidents: IncidentsView,
         on_alerts: AlertsCallback | None = None,
+        api_token: str | None = None,
+        on_refused: RefusedCallback | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        max_json_depth: int = MAX_JSON_DEPTH,
     ) -> None:
         self._registry = registry
         self._readiness = readiness
         self._incidents = incidents
         self._on_alerts = on_alerts
+        self._token = BearerToken(api_token) if api_token else None
+        self._on_refused = on_refused
+        self._max_json_depth = max_json_depth
+        self._refusal_log = LogThrottle(REFUSAL_LOG_INTERVAL_S)
         self._listener = HttpListener(
             host,
             port,
@@ -51,9 +83,10 @@ class HttpServer:
                 ("GET", "/readyz"): self._readyz,
                 ("GET", "/metrics"): self._metrics,
                 ("GET", "/api/incidents"): self._api_incidents,
-                ("POST", "/api/alertmanager"): self._alertmanager,
+                ("POST", WEBHOOK_PATH): Route(self._alertmanager, admit=self._admit),
             },
-            max_body_bytes=MAX_BODY_BYTES,
+            max_body_bytes=max_body_bytes,
+            read_timeout_s=read_timeout_s,
         )
         self._log = get_logger("tritonguard.http")
 
@@ -66,6 +99,11 @@ class HttpServer:
     def port(self) -> int:
         """Return the listen port (the bound one once started)."""
         return self._listener.port
+
+    @property
+    def webhook_enabled(self) -> bool:
+        """Return True when ``/api/alertmanager`` accepts authenticated requests."""
+        return self._token is not None
 
     async def start(self) -> None:
         """Bind and serve; ``port`` 0 picks a free port, readable afterwards from ``port``."""
@@ -84,6 +122,35 @@ class HttpServer:
         finally:
             await self.stop()
 
+    def _admit(self, request: HttpRequest) -> HttpReply | None:
+        if self._token is None:
+            return _json(
+                404,
+                {
+                    "error": "the Alertmanager webhook is off; set api.token_file (or "
+                    "TRITONGUARD_API__TOKEN) on the daemon to turn it on"
+                },
+            )
+        reason = self._token.refusal(request.headers.get("authorization"))
+        if reason is None:
+            return None
+        if self._on_refused is not None:
+            self._on_refused(request.path, reason)
+        refused = self._refusal_log.tally(reason)
+        if refused is not None:
+            self._log.warning(
+                "request refused: missing or wrong bearer token",
+                endpoint=f"{request.method} {request.path}",
+                reason=reason,
+                remote=request.remote,
+                refused_since_last_line=refused,
+            )
+        return HttpReply(
+            401,
+            json.dumps({"error": f"unauthorized ({reason})"}).encode("utf-8"),
+            headers={"WWW-Authenticate": _WWW_AUTHENTICATE[reason]},
+        )
+
     async def _healthz(self, _: HttpRequest) -> HttpReply:
         return _json(200, {"status": "ok"})
 
@@ -100,11 +167,7 @@ class HttpServer:
 
     async def _alertmanager(self, request: HttpRequest) -> HttpReply:
         try:
-            payload = json.loads(request.body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _json(400, {"error": "body is not JSON"})
-        try:
-            alerts = parse_webhook(payload)
+            alerts = parse_webhook_body(request.body, max_depth=self._max_json_depth)
         except WebhookError as exc:
             return _json(400, {"error": str(exc)})
         if self._on_alerts is not None:

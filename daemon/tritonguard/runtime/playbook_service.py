@@ -252,7 +252,12 @@ def build_service(
         slack = SlackNotifier(
             settings.slack.token.get_secret_value(), base_url=settings.slack.base_url
         )
-    alerts = alerts or AlertBook(clock=clock)
+    if alerts is None:
+        alerts = AlertBook(
+            clock=clock,
+            max_alerts=settings.api.alert_book_max_alerts,
+            max_bytes=settings.api.alert_book_max_bytes,
+        )
     env = ExecutorEnv(
         triton_for=tritons.for_subject,
         kube=kube,

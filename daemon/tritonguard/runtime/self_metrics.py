@@ -9,6 +9,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.runtime.alert_book import CAPS, AlertBook
+from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH
+from tritonguard.runtime.api_auth import REFUSALS
 from tritonguard.sources.source_status import SourceStatus
 
 
@@ -87,6 +90,35 @@ class SelfMetrics:
             ["status"],
             registry=registry,
         )
+        self.api_unauthorized = Counter(
+            "tritonguard_api_unauthorized_total",
+            "Requests to state-changing endpoints refused (401) for a missing, malformed "
+            "(not Bearer) or wrong token.",
+            ["endpoint", "reason"],
+            registry=registry,
+        )
+        self.alert_book_evicted = Counter(
+            "tritonguard_alert_book_evicted_total",
+            "Firing alerts dropped, least recently heard of first, to keep the alert book "
+            "within a cap (api.alert_book_max_alerts or api.alert_book_max_bytes).",
+            ["cap"],
+            registry=registry,
+        )
+        self.alert_book_alerts = Gauge(
+            "tritonguard_alert_book_alerts",
+            "Firing Alertmanager alerts the daemon remembers for playbook matching.",
+            registry=registry,
+        )
+        self.alert_book_bytes = Gauge(
+            "tritonguard_alert_book_bytes",
+            "Estimated memory those alerts take, as counted against api.alert_book_max_bytes.",
+            registry=registry,
+        )
+        # Known label values start at 0, so a rate() over them works before the first event.
+        for reason in REFUSALS:
+            self.api_unauthorized.labels(WEBHOOK_PATH, reason)
+        for cap in CAPS:
+            self.alert_book_evicted.labels(cap)
         self._causes_seen: set[str] = set()
 
     def observe_statuses(self, statuses: Iterable[SourceStatus]) -> None:
@@ -108,6 +140,16 @@ class SelfMetrics:
         self._causes_seen.update(tally)
         for cause in self._causes_seen:
             self.open_incidents.labels(cause).set(tally.get(cause, 0))
+
+    def watch_alert_book(self, book: AlertBook) -> None:
+        """Export the book's size and count what it drops."""
+        self.alert_book_alerts.set_function(lambda: book.count)
+        self.alert_book_bytes.set_function(lambda: book.bytes)
+        book.on_evicted = lambda cap, n: self.alert_book_evicted.labels(cap).inc(n)
+
+    def count_refusal(self, endpoint: str, reason: str) -> None:
+        """Count one request refused for its credentials."""
+        self.api_unauthorized.labels(endpoint, reason).inc()
 
     def observe_actions(self, records: Iterable[ActionRecord]) -> None:
         """Count playbook decisions by status."""
