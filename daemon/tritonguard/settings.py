@@ -28,11 +28,14 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
 from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.core.urls import redact_text, split_userinfo
 
 CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
+# Config files load within the same bounds as playbooks (aliases, size, nesting).
+YAML_LIMITS = DEFAULT_LIMITS
 ENV_PREFIX = "TRITONGUARD_"
 
 # The parsed config file for the Settings() call in progress. pydantic-settings builds its
@@ -374,7 +377,16 @@ def _yaml_node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int | N
 
 def _read_config_file(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
     """Parse a YAML or TOML config file into a mapping plus the YAML node tree (for lines)."""
+    limit = YAML_LIMITS.max_chars
     try:
+        # Checked before reading: a config file is a few KB, and a huge one (or a device)
+        # must not be read into memory to be refused afterwards.
+        size = path.stat().st_size
+        if size > limit:
+            raise SettingsError(
+                f"{path}:1: config file is {size} bytes, over the limit of {limit}; "
+                "is this the right file?"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
@@ -386,8 +398,17 @@ def _read_config_file(path: Path) -> tuple[dict[str, Any], yaml.Node | None]:
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{path}: invalid TOML: {exc}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        docs = load_yaml(text, str(path), YAML_LIMITS)
+        if len(docs) > 1:
+            second = docs[1].node.start_mark.line + 1
+            raise SettingsError(
+                f"{path}:{second}: invalid YAML: a second document; a config file is one "
+                "document, remove the '---' or the rest"
+            )
+        node = docs[0].node if docs else None
+        data = docs[0].data() if docs else None
+    except YamlRefused as exc:
+        raise SettingsError(f"{path}:{exc.line}: {exc.reason}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

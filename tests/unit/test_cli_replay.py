@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.unit.synthetic import Phase, samples_of, triton_model
 from tritonguard.cli.main import main
+from tritonguard.core.engine import Engine
+from tritonguard.core.replay import InTimeOrder, check_eval_interval, drive
+from tritonguard.core.samples import Sample
 from tritonguard.core.trace_writer import render_trace
 
 IV = 5.0
@@ -169,3 +174,50 @@ def test_the_cli_loads_no_network_sdk_until_a_subcommand_needs_it() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-5"])
+def test_an_eval_interval_that_evaluates_nothing_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """NaN, infinity, 0 or less would replay silently with no events: exit 2 with the reason."""
+    code = main(["replay", str(_trace(tmp_path)), "--format", "json", f"--eval-interval={value}"])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == ""
+    [line] = out.err.splitlines()
+    assert line.startswith(f"tritonguard: --eval-interval {float(value)}: must be a positive")
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 0.0, -1.0])
+def test_drive_refuses_an_eval_interval_that_evaluates_nothing(value: float) -> None:
+    """The engine's driver itself refuses, so no caller can replay vacuously."""
+    samples = [Sample("a", (), 1.0, 10.0)]
+    with pytest.raises(ValueError, match="must be a positive number of seconds"):
+        list(drive(Engine(), samples, eval_interval_s=value))
+    assert check_eval_interval(0.5) == 0.5
+
+
+class _Given(InTimeOrder):
+    def __init__(self, samples: list[Sample]) -> None:
+        self.samples = samples
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples)
+
+
+def test_samples_in_time_order_are_streamed_and_checked() -> None:
+    """Samples said to be in time order are not sorted, and time going backwards stops."""
+    ordered = [Sample("a", (), 1.0, 10.0), Sample("a", (), 2.0, 20.0)]
+    assert [t for t, _ in drive(Engine(), _Given(ordered))] == [10.0, 20.0]
+    with pytest.raises(ValueError, match="comes after"):
+        list(drive(Engine(), _Given(ordered[::-1])))
+
+
+def test_stats_count_the_streamed_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--stats reports how many samples were replayed, counted while streaming."""
+    path = tmp_path / "t.om"
+    path.write_text(render_trace([Sample("a", (), float(i), 100.0 + i) for i in range(7)]))
+    assert main(["replay", str(path), "--stats"]) == 0
+    assert "replayed 6 s of trace (7 samples)" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tritonguard.core.exposition import (
     ExpositionError,
     decode_payload,
     iter_exposition,
+    iter_payload_lines,
     parse_exposition,
 )
 from tritonguard.core.samples import Sample
@@ -217,6 +219,68 @@ def test_decode_payload_reports_corrupt_gzip() -> None:
     """A truncated gzip stream is an ExpositionError, not a traceback."""
     with pytest.raises(ExpositionError, match="corrupt gzip"):
         decode_payload(gzip.compress(b"a 1\n" * 100)[:20], source="t.om.gz")
+
+
+def test_decode_payload_refuses_a_gzip_bomb_before_inflating_it() -> None:
+    """A payload inflating far past what metrics text does stops at a few MB, naming its line."""
+    member = gzip.compress(b"a 1 2\n" * 1_000_000, 9)
+    with pytest.raises(ExpositionError, match="gzip bomb") as info:
+        decode_payload(member * 200, source="bomb.om.gz")
+    assert str(info.value).startswith("bomb.om.gz:") and info.value.line > 1
+
+
+def test_decode_payload_caps_the_text_it_holds() -> None:
+    """max_bytes bounds what is inflated into memory, even at an ordinary ratio."""
+    data = gzip.compress(b"".join(b"a %d 2\n" % i for i in range(1000)))
+    with pytest.raises(ExpositionError, match="past 100 bytes"):
+        decode_payload(data, source="x", max_bytes=100)
+
+
+TEXT = 'a{l="é"} 1 2\r\n\nb 2 3\n# EOF\n'
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1000])
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_payload_lines_are_the_text_lines_however_the_bytes_arrive(step: int, gz: bool) -> None:
+    """Chunks split anywhere (inside a UTF-8 character too) give the same lines, CR kept."""
+    data = gzip.compress(TEXT.encode()) if gz else TEXT.encode()
+    chunks = [data[i : i + step] for i in range(0, len(data), step)]
+    assert list(iter_payload_lines(chunks, source="t")) == TEXT.split("\n")[:-1]
+    assert list(iter_payload_lines([b"a 1\nb 2"], source="t")) == ["a 1", "b 2"]
+
+
+def test_a_line_without_end_is_refused_without_reading_it_whole() -> None:
+    """An endless line stops once four times the limit is in hand, not at the end of input."""
+    read = 0
+
+    def endless() -> Iterator[bytes]:
+        nonlocal read
+        while True:
+            read += 1
+            yield b"x" * 1000
+
+    with pytest.raises(ExpositionError, match="over 100 characters long") as info:
+        list(iter_payload_lines(endless(), source="t", max_line_length=100))
+    assert info.value.line == 1 and read == 1
+
+
+def test_bad_utf8_in_a_later_chunk_names_its_line_and_offset() -> None:
+    """Line and byte offset count from the start of the whole payload, not of the chunk."""
+    chunks = [b"a 1\nb 2\n", b"c 3\nd \xff 4\n"]
+    with pytest.raises(ExpositionError) as info:
+        list(iter_payload_lines(chunks, source="t.om"))
+    assert str(info.value).startswith("t.om:4: not UTF-8 text (byte 0xff at offset 14)")
+
+
+def test_required_timestamps_are_checked_after_truncation() -> None:
+    """Untimed samples are not yielded; the first is reported at the end, after a missing EOF."""
+    lines = ["a 1 100", "a 2", "b 3", "# EOF"]
+    samples: list[Sample] = []
+    with pytest.raises(ExpositionError, match=r"^t:2: sample a has no timestamp"):
+        samples += iter_exposition(lines, source="t", openmetrics=True, require_timestamps=True)
+    assert samples == [Sample("a", (), 1.0, 100.0)]
+    with pytest.raises(ExpositionError, match="missing the closing '# EOF'"):
+        list(iter_exposition(lines[:3], source="t", openmetrics=True, require_timestamps=True))
 
 
 @pytest.mark.parametrize(

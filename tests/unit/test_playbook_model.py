@@ -133,3 +133,36 @@ def test_matching_by_cause_confidence_and_subject() -> None:
     )
     [scoped] = load_playbooks_text(text, "pb.yaml", catalog())
     assert scoped.matches(event()) == "subject does not match when.match"
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_alias_bomb_is_one_refusal_line_that_survives_gathering(tmp_path: Path) -> None:
+    """A billion-laughs playbook is refused at its line, marked so commands exit 2, not 1."""
+    with pytest.raises(PlaybookError) as err:
+        load_playbooks_text(LAUGHS, "pb.yaml", catalog())
+    [line] = err.value.problems
+    assert line.startswith("pb.yaml:5:") and "billion laughs" in line and err.value.refused
+    (tmp_path / "bomb.yaml").write_text(LAUGHS)
+    (tmp_path / "typo.yaml").write_text(GOOD.replace("set:", "sett:"))
+    with pytest.raises(PlaybookError) as gathered:
+        load_playbook_files([tmp_path])
+    assert len(gathered.value.problems) == 2 and gathered.value.refused
+
+
+def test_an_invalid_playbook_is_not_a_refusal() -> None:
+    """Ordinary mistakes stay ordinary (exit 1 from validate): only oversized input is refused."""
+    with pytest.raises(PlaybookError) as err:
+        load_playbooks_text("name: [unclosed\n", "pb.yaml", catalog())
+    assert not err.value.refused
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_durations_must_be_finite(value: str) -> None:
+    """A NaN cooldown compares false with every time and would silently turn the guard off."""
+    text = GOOD.replace("steps:", f"guards: {{cooldown: {value}}}\nsteps:")
+    [line] = problems(text)
+    assert line.startswith("pb.yaml:3:") and "finite number of seconds" in line

@@ -12,9 +12,13 @@ import pytest
 
 from tests.unit.synthetic import Phase, samples_of, triton_model
 from tritonguard.cli import cmd_playbooks
+from tritonguard.core import playbook_tests
 from tritonguard.core.engine import Engine
-from tritonguard.core.samples import Sample
+from tritonguard.core.playbook_model import PlaybookError
+from tritonguard.core.playbook_tests import MAX_TEST_SAMPLES, expand_inputs, parse_test_file
 from tritonguard.core.replay import drive
+from tritonguard.core.samples import Sample
+from tritonguard.core.series_notation import SeriesNotationError
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import FlightRecorder
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
@@ -180,3 +184,74 @@ def test_from_incident_with_unknown_id_exits_2(
     AuditStore(tmp_path / "a.sqlite3").close()
     assert cli("test", "--from-incident", "nope", "--audit-db", str(tmp_path / "a.sqlite3")) == 2
     assert "no incident 'nope'" in capsys.readouterr().err
+
+
+SERIES_FILE = """\
+playbooks: []
+{header}tests:
+  - name: t
+{case}    input_series:
+      - series: 'nv_inference_count{{model="m"}}'
+        values: '{values}'
+    expect: {{no_incidents: true}}
+"""
+
+
+def _problems(values: str = "0+1x10", header: str = "", case: str = "") -> list[str]:
+    with pytest.raises(PlaybookError) as err:
+        parse_test_file(SERIES_FILE.format(values=values, header=header, case=case), "t.yaml")
+    return err.value.problems
+
+
+def test_a_billion_samples_is_refused_at_its_values() -> None:
+    """'0+1x1000000000' is counted, not expanded: one line at the values, what to do."""
+    [line] = _problems("0+1x1000000000")
+    assert line.startswith("t.yaml:6:17: the input series of test 't' expand to more than")
+    assert "split the test" in line
+
+
+def test_the_sample_limit_holds_for_a_tests_series_together() -> None:
+    """Many series each under the limit still cannot add up to more than MAX_TEST_SAMPLES."""
+    half = MAX_TEST_SAMPLES // 2
+    text = SERIES_FILE.format(values=f"0+1x{half}", header="", case="").replace(
+        "    expect:",
+        "".join(f"      - {{series: 'x{{i=\"{i}\"}}', values: '0+1x{half}'}}\n" for i in range(2))
+        + "    expect:",
+    )
+    with pytest.raises(PlaybookError) as err:
+        parse_test_file(text, "t.yaml")
+    [line] = err.value.problems
+    assert line.startswith("t.yaml:7:38:") and f"more than {MAX_TEST_SAMPLES} samples" in line
+
+
+def test_expansion_at_run_time_keeps_the_limit_too() -> None:
+    """A test built in code (not parsed) is bounded when its series are expanded."""
+    case = playbook_tests.TestCase.model_validate(
+        {
+            "name": "t",
+            "input_series": [{"series": "a", "values": f"0+1x{MAX_TEST_SAMPLES}"}],
+            "expect": {},
+        }
+    )
+    with pytest.raises(SeriesNotationError, match="more than"):
+        expand_inputs(case, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("header", "case", "where", "needle"),
+    [
+        ("interval: 0s\n", "", "t.yaml:2:11:", "interval: must be above 0"),
+        ("evaluation_interval: 0s\n", "", "t.yaml:2:22:", "evaluation_interval: must be above 0"),
+        ("", "    interval: 0\n", "t.yaml:4:15:", "interval: must be above 0"),
+        ("evaluation_interval: .nan\n", "", "t.yaml:2:22:", "finite number of seconds"),
+        ("interval: -5s\n", "", "t.yaml:2:11:", "is not a duration"),
+        ("", "    start: .inf\n", "t.yaml:4:12:", "finite number"),
+    ],
+    ids=["interval-0", "evaluation-interval-0", "test-interval-0", "nan", "negative", "inf-start"],
+)
+def test_intervals_that_would_pass_vacuously_are_refused(
+    header: str, case: str, where: str, needle: str
+) -> None:
+    """At 0 every sample lands on one instant and nothing is evaluated; NaN never compares."""
+    [line] = _problems(header=header, case=case)
+    assert line.startswith(where) and needle in line, line

@@ -9,6 +9,7 @@ import pytest
 from tritonguard.core.series_notation import (
     STALE,
     SeriesNotationError,
+    count_points,
     expand,
     is_stale,
     parse_series_selector,
@@ -121,3 +122,26 @@ def test_bad_selectors_name_the_column(text: str, column: int, reason: str) -> N
         parse_series_selector(text)
     assert info.value.position == column - 1
     assert reason in info.value.reason
+
+
+def test_counting_checks_and_counts_without_expanding() -> None:
+    """count_points gives the expanded length (n+1 for axn, n for _xn) of a billion cheaply."""
+    assert count_points("0+1x1000000000 _x5 stale 3") == 1_000_000_001 + 5 + 1 + 1
+    assert count_points("") == 0
+    with pytest.raises(SeriesNotationError, match="lacks its count"):
+        count_points("1+2")
+
+
+def test_expansion_past_max_points_is_refused_at_the_item_before_allocating() -> None:
+    """'0+1x1000000000' names the item that crosses the limit instead of using gigabytes."""
+    with pytest.raises(SeriesNotationError) as info:
+        expand("1 2 0+1x1000000000", start=0, interval=1, max_points=1000)
+    assert info.value.position == 4 and "more than 1000 samples" in info.value.reason
+    assert len(expand("0+1x999", start=0, interval=1, max_points=1000)) == 1000
+
+
+def test_an_absurd_count_is_refused_before_int_reads_it() -> None:
+    """Thousands of digits would make int() slow or raise a bare ValueError; not here."""
+    with pytest.raises(SeriesNotationError, match="far too large") as info:
+        count_points("1 1x" + "9" * 5000)
+    assert info.value.position == 2

@@ -237,3 +237,41 @@ def test_leader_election_without_an_api_names_the_file_and_line(tmp_path: Path) 
     with pytest.raises(SettingsError) as err:
         load_settings(path)
     assert str(err.value).startswith(f"{path}:2: kube: kube.leader_election needs the Kubernetes")
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_alias_bomb_config_is_refused_at_its_line(tmp_path: Path) -> None:
+    """A billion-laughs config file stops at the alias past the limit, in file:line style."""
+    cfg = tmp_path / "tg.yaml"
+    cfg.write_text(LAUGHS)
+    with pytest.raises(SettingsError) as err:
+        load_settings(cfg)
+    assert str(err.value).startswith(f"{cfg}:5: alias *d expands the document past")
+    assert "\n" not in str(err.value)
+
+
+def test_oversized_config_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A config file is a few KB; a huge one (YAML or TOML) is refused by its size."""
+    cfg = tmp_path / "tg.toml"
+    with cfg.open("wb") as out:
+        out.truncate(50 * 1024 * 1024)
+    with pytest.raises(SettingsError, match=r"tg.toml:1: config file is 52428800 bytes, over"):
+        load_settings(cfg)
+
+
+def test_yaml_anchors_still_work_and_a_second_document_is_named(tmp_path: Path) -> None:
+    """Ordinary anchors and merges load as before; a stray '---' document is an error."""
+    cfg = tmp_path / "tg.yaml"
+    cfg.write_text(
+        "targets:\n"
+        "  - &t {name: a, namespace: ml, metrics_url: 'http://a:8002/metrics'}\n"
+        "  - {<<: *t, name: b}\n"
+    )
+    assert [(t.name, t.namespace) for t in load_settings(cfg).targets] == [("a", "ml"), ("b", "ml")]
+    cfg.write_text("scrape_interval_s: 5\n---\nscrape_interval_s: 6\n")
+    with pytest.raises(SettingsError, match=r"tg.yaml:3: invalid YAML: a second document"):
+        load_settings(cfg)

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import load_playbook_files, playbook_paths
 from tritonguard.runtime.playbook_stage import PlaybookStage
-from tritonguard.sources.replay import TraceError, load_trace
+from tritonguard.sources.replay import TraceError
+from tritonguard.sources.trace_stream import open_trace, scan_trace
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_AUDIT_DB = "var/tritonguard/audit.sqlite3"
@@ -76,7 +78,10 @@ def _err(text: str) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
-    """Lint playbooks: exit 0 when all load, 1 with ``file:line:col`` lines when not."""
+    """Lint playbooks: exit 0 when all load, 1 with ``file:line:col`` lines when not.
+
+    A file refused outright (an alias bomb, a huge document) is bad input: exit 2.
+    """
     paths = [Path(p) for p in args.paths]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -86,7 +91,7 @@ def validate(args: argparse.Namespace) -> int:
         books = load_playbook_files(paths)
     except PlaybookError as exc:
         _err(str(exc))
-        return EXIT_FAIL
+        return EXIT_BAD_INPUT if exc.refused else EXIT_FAIL
     files = len(playbook_paths(paths))
     print(f"ok: {len(books)} playbook(s) in {files} file(s)")
     return EXIT_OK
@@ -114,13 +119,14 @@ class TestResult:
     actions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _samples(test: TestCase, tf: TestFile, base: Path) -> tuple[list[Sample], float]:
+def _samples(test: TestCase, tf: TestFile, base: Path) -> tuple[Iterable[Sample], float]:
     if test.trace:
         path = Path(test.trace)
         path = path if path.is_absolute() else base / path
-        samples = load_trace(path)
-        start = min(s.timestamp or 0.0 for s in samples)
-        return samples, start
+        # Streamed from time buckets on disk, as replay does: a day-long recorded trace
+        # costs disk, not memory; its files go when the test is done with it.
+        trace = open_trace(path)
+        return trace, trace.start
     out = []
     for series in expand_inputs(test, tf.interval):
         for t, value in series.points:
@@ -183,7 +189,7 @@ async def run_case(test: TestCase, tf: TestFile, books: list[Playbook], base: Pa
 
 
 def _note_configs(
-    engine: Engine, samples: list[Sample], configs: dict[str, dict[str, Any]]
+    engine: Engine, samples: Iterable[Sample], configs: dict[str, dict[str, Any]]
 ) -> None:
     """Give the engine the fixture configs, as the daemon does from ``GET .../config``."""
     if not configs:
@@ -324,10 +330,9 @@ def test_from_incident(args: argparse.Namespace) -> Path:
         raise BadInput(f"incident {args.from_incident}: no flight-recorder trace was saved")
     trace = Path(row["trace_path"]).resolve()
     try:
-        samples = load_trace(trace)
+        start = scan_trace(trace).start
     except TraceError as exc:
         raise BadInput(str(exc)) from None
-    start = min(s.timestamp or 0.0 for s in samples)
     out = Path(args.out or f"incident-{args.from_incident}.test.yaml").resolve()
     planned = {
         (d.playbook, d.action)

@@ -16,13 +16,13 @@ from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import Playbook
-from tritonguard.core.replay import drive
-from tritonguard.core.samples import Sample
+from tritonguard.core.replay import check_eval_interval, drive
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import load_playbook_files
 from tritonguard.runtime.playbook_stage import PlaybookStage
-from tritonguard.sources.replay import TraceError, load_trace
+from tritonguard.sources.replay import TraceError
+from tritonguard.sources.trace_stream import SpilledTrace, open_trace
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,15 +46,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Replay a trace; exit 2 with a one-line reason on unreadable input."""
+    """Replay a trace; exit 2 with a one-line reason on unreadable input.
+
+    The trace streams from temporary time buckets (``trace_stream``), so its length costs
+    disk, not memory; every problem with it is found before the first event is printed.
+    """
     try:
-        samples = load_trace(args.trace)
+        check_eval_interval(args.eval_interval)
+    except ValueError:
+        print(
+            f"tritonguard: --eval-interval {args.eval_interval}: must be a positive number of "
+            "seconds of trace time (e.g. 5)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
         config = _engine_config(args.config)
         books = load_playbook_files([Path(args.playbooks)]) if args.playbooks else None
+        trace = open_trace(args.trace)
     except (TraceError, ValueError) as exc:
         print(f"tritonguard: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_replay(args, samples, Engine(config), books))
+    with trace:
+        return asyncio.run(_replay(args, trace, Engine(config), books))
 
 
 def dry_run_stage(engine: Engine, books: list[Playbook], clock: list[float]) -> PlaybookStage:
@@ -72,7 +86,7 @@ def dry_run_stage(engine: Engine, books: list[Playbook], clock: list[float]) -> 
 
 
 async def _replay(
-    args: argparse.Namespace, samples: list[Sample], engine: Engine, books: list[Playbook] | None
+    args: argparse.Namespace, trace: SpilledTrace, engine: Engine, books: list[Playbook] | None
 ) -> int:
     out = sys.stdout
     console = Console(file=out, highlight=False, soft_wrap=True)
@@ -82,12 +96,11 @@ async def _replay(
     clock = [0.0]
     stage = dry_run_stage(engine, books, clock) if books is not None else None
     try:
-        for t, events in drive(engine, samples, eval_interval_s=args.eval_interval):
+        for t, step in drive(engine, trace, eval_interval_s=args.eval_interval):
             first_t = t if first_t is None else first_t
             last_t = t
             clock[0] = t
-            if stage is not None:
-                events = await _with_actions(engine, stage, events, t)
+            events = await _with_actions(engine, stage, step, t) if stage is not None else step
             for ev in events:
                 count += 1
                 if args.format == "json":
@@ -106,7 +119,7 @@ async def _replay(
     if args.stats and first_t is not None and last_t is not None:
         span = last_t - first_t
         print(
-            f"replayed {span:.0f} s of trace ({len(samples)} samples) in {wall:.2f} s: "
+            f"replayed {span:.0f} s of trace ({trace.samples} samples) in {wall:.2f} s: "
             f"{span / wall if wall > 0 else float('inf'):.0f} trace-seconds per wall-second",
             file=sys.stderr,
         )

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
+from tritonguard.core.inflate import (
+    GZIP_MAGIC,
+    GzipBombError,
+    GzipCorruptError,
+    Inflater,
+    gunzip,
+)
 from tritonguard.core.samples import Labels, Sample
 
 __all__ = [
@@ -15,6 +21,7 @@ __all__ = [
     "ExpositionError",
     "decode_payload",
     "iter_exposition",
+    "iter_payload_lines",
     "looks_like_openmetrics",
     "parse_exposition",
 ]
@@ -65,7 +72,9 @@ _EOF_LINE = re.compile(r"^# EOF[ \t\r]*$", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
 
 _LABEL_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
-_GZIP_MAGIC = b"\x1f\x8b"
+# A real 50-model Triton scrape is about 200 KB; a payload decoded whole in memory may be
+# much larger than that (a small recorded trace), but not without limit.
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 
 
 class ExpositionError(ValueError):
@@ -89,25 +98,128 @@ class Exposition:
     openmetrics: bool = False
 
 
-def decode_payload(data: bytes, *, source: str) -> str:
-    """Decode a scraped or recorded payload to text, gunzipping it first when it is gzipped."""
-    if data[:2] == _GZIP_MAGIC:
+def decode_payload(data: bytes, *, source: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
+    """Decode a scraped or recorded payload to text, gunzipping it first when it is gzipped.
+
+    Gzip data is inflated within bounds: past ``max_bytes`` of text, or inflating far more
+    than metrics text does (a gzip bomb), it is refused before it is inflated.
+    """
+    if data[:2] == GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ExpositionError(
-                source, 0, f"corrupt gzip data ({exc}); re-record or re-download the file"
-            ) from None
+            data = gunzip(data, max_bytes=max_bytes)
+        except GzipCorruptError as exc:
+            raise _gzip_error(source, exc) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ExpositionError(
-            source,
-            line,
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "expected a Prometheus/OpenMetrics text exposition, not binary or protobuf data",
-        ) from None
+        raise _not_utf8(source, data, exc, line_offset=0, byte_offset=0) from None
+
+
+def iter_payload_lines(
+    chunks: Iterable[bytes],
+    *,
+    source: str,
+    max_line_length: int = 65536,
+    max_bytes: int | None = None,
+) -> Iterator[str]:
+    """Yield the text lines (without line ends) of a payload arriving as byte chunks.
+
+    The stream is gunzipped when it starts gzipped, within the bounds of ``Inflater`` (a
+    gzip bomb is refused, not inflated); ``max_bytes`` caps the text. Memory stays bounded:
+    a line without an end is refused once four times ``max_line_length`` bytes of it are in
+    hand, never read whole (the parser then checks lengths exactly, in characters). Errors
+    are ExpositionError naming the 1-based line.
+    """
+    stream = _inflated(chunks, source=source, max_bytes=max_bytes)
+    pending = b""
+    line = 1
+    offset = 0
+    limit = max_line_length
+    for piece in stream:
+        block = pending + piece if pending else piece
+        cut = block.rfind(b"\n") + 1
+        pending = block[cut:]
+        if len(pending) > limit * 4:
+            # Checked in bytes (a character is at most 4): refuse before it grows further.
+            raise _long_line(source, line + block.count(b"\n", 0, cut), limit)
+        if not cut:
+            continue
+        whole = block[:cut]
+        try:
+            text = whole.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(source, whole, exc, line_offset=line - 1, byte_offset=offset) from None
+        lines = text.split("\n")
+        lines.pop()  # empty: the text ends with its last line end
+        line += len(lines)
+        offset += cut
+        yield from lines
+    if pending:
+        try:
+            yield pending.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(
+                source, pending, exc, line_offset=line - 1, byte_offset=offset
+            ) from None
+
+
+def _inflated(chunks: Iterable[bytes], *, source: str, max_bytes: int | None) -> Iterator[bytes]:
+    it = iter(chunks)
+    head = b""
+    for chunk in it:
+        head += chunk
+        if len(head) >= len(GZIP_MAGIC):
+            break
+    if head[: len(GZIP_MAGIC)] != GZIP_MAGIC:
+        produced = newlines = 0
+        for chunk in chain((head,), it):
+            produced += len(chunk)
+            if max_bytes is not None and produced > max_bytes:
+                raise ExpositionError(
+                    source,
+                    newlines + 1,
+                    f"more than {max_bytes} bytes; split the input into smaller parts",
+                )
+            newlines += chunk.count(b"\n")
+            yield chunk
+        return
+    inflater = Inflater(max_bytes=max_bytes)
+    try:
+        yield from inflater.feed(head)
+        for chunk in it:
+            yield from inflater.feed(chunk)
+        inflater.finish()
+    except GzipCorruptError as exc:
+        raise _gzip_error(source, exc) from None
+
+
+def _gzip_error(source: str, exc: GzipCorruptError) -> ExpositionError:
+    if isinstance(exc, GzipBombError):
+        return ExpositionError(source, exc.line, exc.reason)
+    return ExpositionError(
+        source, exc.line, f"corrupt gzip data ({exc.reason}); re-record or re-download the file"
+    )
+
+
+def _long_line(source: str, line: int, limit: int) -> ExpositionError:
+    return ExpositionError(
+        source,
+        line,
+        f"line is over {limit} characters long; raise max_line_length if this exporter "
+        "really writes such lines (binary data has no line ends)",
+    )
+
+
+def _not_utf8(
+    source: str, data: bytes, exc: UnicodeDecodeError, *, line_offset: int, byte_offset: int
+) -> ExpositionError:
+    line = line_offset + data.count(b"\n", 0, exc.start) + 1
+    return ExpositionError(
+        source,
+        line,
+        f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {byte_offset + exc.start}); "
+        "expected a Prometheus/OpenMetrics text exposition, not binary or protobuf data",
+    )
 
 
 def looks_like_openmetrics(text: str) -> bool:
@@ -161,12 +273,15 @@ def iter_exposition(
     max_samples: int | None = None,
     max_line_length: int | None = 65536,
     chunk_lines: int = 4096,
+    require_timestamps: bool = False,
 ) -> Iterator[Sample]:
     """Yield samples from lines (with or without their line ends), e.g. straight from an open file.
 
     Memory stays bounded by ``chunk_lines``. The format must be given: a stream cannot be
     searched for ``# EOF`` in advance. Metadata lines fill ``types``/``help``/``units`` as they
-    are read. Errors carry 1-based line numbers.
+    are read. Errors carry 1-based line numbers. With ``require_timestamps`` (a trace needs
+    one on every sample) untimed samples are not yielded, and the first is an error at the end
+    of input, after any other.
     """
     parser = _ChunkParser(
         source=source,
@@ -177,6 +292,7 @@ def iter_exposition(
         default_timestamp=default_timestamp,
         max_samples=max_samples,
         max_line_length=max_line_length,
+        require_timestamps=require_timestamps,
     )
     chunk: list[str] = []
     first = 1
@@ -219,8 +335,13 @@ class _ChunkParser:
         default_timestamp: float | None,
         max_samples: int | None,
         max_line_length: int | None,
+        require_timestamps: bool = False,
     ) -> None:
         self.source = source
+        self.require_timestamps = require_timestamps
+        # The first sample without a timestamp, reported at the end so that a truncated
+        # input (whose cut-off last line lacks one) is reported as truncated.
+        self.untimed: tuple[int, str] | None = None
         self.openmetrics = openmetrics
         self.types = types
         self.help = help
@@ -264,6 +385,9 @@ class _ChunkParser:
                     if count > limit:
                         _too_many(source, first_line + index, limit)
                     if not raw_ts:
+                        if self.require_timestamps:
+                            self._note_untimed(first_line + index, name)
+                            continue
                         timestamp = default_ts
                     elif om:
                         timestamp = to_float(raw_ts)
@@ -306,6 +430,9 @@ class _ChunkParser:
             count += 1
             if count > limit:
                 _too_many(source, lineno, limit)
+            if timestamp is None and self.require_timestamps:
+                self._note_untimed(lineno, sample_name)
+                continue
             append(
                 Sample(
                     names.setdefault(sample_name, sample_name),
@@ -318,7 +445,7 @@ class _ChunkParser:
         return out
 
     def finish(self, last_line: int) -> None:
-        """Check the end of input: OpenMetrics must have ended with ``# EOF``."""
+        """Check the end of input: OpenMetrics must have ended with ``# EOF``; timestamps given."""
         if self.openmetrics and not self.seen_eof:
             raise ExpositionError(
                 self.source,
@@ -327,6 +454,18 @@ class _ChunkParser:
                 "(re-scrape or re-record it; a 0.0.4 text exposition must not be read as "
                 "OpenMetrics)",
             )
+        if self.untimed is not None:
+            lineno, name = self.untimed
+            raise ExpositionError(
+                self.source,
+                lineno,
+                f"sample {name} has no timestamp; a trace needs one on every sample "
+                "(seconds, OpenMetrics)",
+            )
+
+    def _note_untimed(self, lineno: int, name: str) -> None:
+        if self.untimed is None:
+            self.untimed = (lineno, name)
 
     def _check_line_length(self, text: str, first_line: int) -> None:
         limit = self.max_line_length

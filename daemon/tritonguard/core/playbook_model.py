@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,8 +20,10 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import ErrorDetails
+from yaml.constructor import SafeConstructor
 
 from tritonguard.core.findings import CAUSES, IncidentEvent
+from tritonguard.core.safe_yaml import YamlRefused, load_yaml
 from tritonguard.core.templating import TemplateError, check_template, template_leaves
 
 Loc = tuple[str | int, ...]
@@ -34,6 +37,10 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or text like 30s, 5m, 1h")
     if isinstance(value, int | float):
+        # YAML's .nan and .inf are floats too; a NaN cooldown or timeout compares false with
+        # everything and would silently switch its guard off.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("a duration must be a finite number of seconds")
         if value < 0:
             raise ValueError("a duration cannot be negative")
         return float(value)
@@ -181,12 +188,27 @@ class Playbook(_Strict):
         return None
 
 
+class Refusal(str):
+    """A problem line for input refused outright (too large to load), not merely invalid.
+
+    It is a ``str`` so that it keeps this mark when gathered with other files' problems into
+    a new PlaybookError; commands exit 2 (bad input) rather than 1 when one is present.
+    """
+
+    __slots__ = ()
+
+
 class PlaybookError(ValueError):
     """One or more problems in playbook files, each a ``file:line:col: problem; fix`` line."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+    @property
+    def refused(self) -> bool:
+        """Tell whether any problem is a Refusal (input too large to load at all)."""
+        return any(isinstance(p, Refusal) for p in self.problems)
 
 
 @dataclass(slots=True)
@@ -216,11 +238,7 @@ class LocatedDocument:
         return self.where_key(loc) if kind == "extra_forbidden" else self.where(loc)
 
 
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _convert(node: yaml.Node, loc: Loc, doc: LocatedDocument, loader: _Loader) -> Any:
+def _convert(node: yaml.Node, loc: Loc, doc: LocatedDocument, loader: SafeConstructor) -> Any:
     doc.marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
@@ -250,17 +268,19 @@ def _convert(node: yaml.Node, loc: Loc, doc: LocatedDocument, loader: _Loader) -
 
 
 def load_yaml_documents(text: str, source: str) -> list[LocatedDocument]:
-    """Parse every YAML document in ``text``, keeping each node's position; raise PlaybookError."""
-    loader = _Loader(text)
+    """Parse every YAML document in ``text``, keeping each node's position; raise PlaybookError.
+
+    Texts past the bounds of ``safe_yaml`` (alias bombs, huge or deeply nested documents) are
+    refused with one ``Refusal`` line.
+    """
     docs: list[LocatedDocument] = []
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
+        for composed in load_yaml(text, source):
             doc = LocatedDocument(None, {}, source)
-            doc.data = _convert(node, (), doc, loader)
+            doc.data = _convert(composed.node, (), doc, composed.constructor)
             docs.append(doc)
+    except YamlRefused as exc:
+        raise PlaybookError([Refusal(str(exc))]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else f"{source}:1:1"
@@ -269,8 +289,6 @@ def load_yaml_documents(text: str, source: str) -> list[LocatedDocument]:
         ) from None
     except yaml.YAMLError as exc:
         raise PlaybookError([f"{source}:1:1: YAML error: {exc}; fix the YAML"]) from None
-    finally:
-        loader.dispose()
     return docs
 
 

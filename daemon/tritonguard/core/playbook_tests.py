@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from tritonguard.core.findings import CAUSES
 from tritonguard.core.playbook_model import (
@@ -15,8 +22,32 @@ from tritonguard.core.playbook_model import (
     PlaybookError,
     describe_error,
     load_yaml_documents,
+    parse_duration,
 )
-from tritonguard.core.series_notation import SeriesNotationError, expand, parse_series_selector
+from tritonguard.core.series_notation import (
+    SeriesNotationError,
+    count_points,
+    expand,
+    parse_series_selector,
+)
+
+# The input series of one test together expand to at most this many samples (a day of 5 s
+# samples for 28 series); past it the test is refused before anything is expanded.
+MAX_TEST_SAMPLES = 500_000
+
+
+def _positive_duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(
+            "must be above 0; at 0 every sample falls on one instant and the test passes "
+            "without evaluating anything"
+        )
+    return seconds
+
+
+PositiveDuration = Annotated[float, BeforeValidator(_positive_duration)]
+"""A duration above zero (the spacing of samples or of evaluations)."""
 
 
 class _Strict(BaseModel):
@@ -92,8 +123,8 @@ class TestCase(_Strict):
     """One test: input (series or a trace), optional fixtures, expectations."""
 
     name: str
-    interval: Duration | None = None
-    start: float = 1_700_000_000.0
+    interval: PositiveDuration | None = None
+    start: float = Field(1_700_000_000.0, allow_inf_nan=False)
     input_series: list[InputSeries] = Field(default_factory=list)
     trace: str | None = None
     triton_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -112,8 +143,8 @@ class TestFile(_Strict):
     """A test file: which playbooks, the evaluation interval, the tests."""
 
     playbooks: list[str] = Field(default_factory=list, description="paths relative to this file")
-    evaluation_interval: Duration = 5.0
-    interval: Duration = 5.0
+    evaluation_interval: PositiveDuration = 5.0
+    interval: PositiveDuration = 5.0
     tests: list[TestCase] = Field(min_length=1)
 
 
@@ -148,34 +179,44 @@ def parse_test_file(text: str, source: str) -> TestFile:
 def _check_series(doc: LocatedDocument, parsed: TestFile) -> None:
     problems = []
     for ti, test in enumerate(parsed.tests):
+        total = 0
         for si, series in enumerate(test.input_series):
-            for key, fn in (("series", _parse_selector), ("values", _parse_values)):
-                try:
-                    fn(getattr(series, key))
-                except SeriesNotationError as exc:
-                    where = doc.where(("tests", ti, "input_series", si, key))
-                    problems.append(f"{where}: {exc}; fix the {key}")
+            try:
+                parse_series_selector(series.series)
+            except SeriesNotationError as exc:
+                where = doc.where(("tests", ti, "input_series", si, "series"))
+                problems.append(f"{where}: {exc}; fix the series")
+            where = doc.where(("tests", ti, "input_series", si, "values"))
+            try:
+                total += count_points(series.values)
+            except SeriesNotationError as exc:
+                problems.append(f"{where}: {exc}; fix the values")
+                continue
+            if total > MAX_TEST_SAMPLES:
+                # One line and no further checks: the rest of this test is not worth reading.
+                problems.append(
+                    f"{where}: the input series of test {test.name!r} expand to more than "
+                    f"{MAX_TEST_SAMPLES} samples; shorten the counts (a+bxn gives n+1 "
+                    "samples) or split the test"
+                )
+                break
     if problems:
         raise PlaybookError(problems)
 
 
-def _parse_selector(text: str) -> None:
-    parse_series_selector(text)
-
-
-def _parse_values(text: str) -> None:
-    expand(text, start=0.0, interval=1.0)
-
-
 def expand_inputs(test: TestCase, default_interval: float) -> list[SeriesInput]:
-    """Return the test's input series expanded to timestamps from ``test.start``."""
+    """Return the test's input series expanded to timestamps from ``test.start``.
+
+    Raises SeriesNotationError when they would expand past ``MAX_TEST_SAMPLES`` together.
+    """
     interval = test.interval or default_interval
     out = []
+    budget = MAX_TEST_SAMPLES
     for series in test.input_series:
         name, labels = parse_series_selector(series.series)
-        out.append(
-            SeriesInput(name, labels, expand(series.values, start=test.start, interval=interval))
-        )
+        points = expand(series.values, start=test.start, interval=interval, max_points=budget)
+        budget -= len(points)
+        out.append(SeriesInput(name, labels, points))
     return out
 
 

@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
+import math
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.samples import Sample
+
+
+class InTimeOrder(Iterable[Sample]):
+    """Samples that iterate in timestamp order already (ties in their recorded order).
+
+    ``drive`` replays these as they come instead of sorting them, so a source can stream a
+    trace longer than memory; each iteration starts again from the beginning.
+    """
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[Sample]:
+        """Yield every sample, timestamps never decreasing."""
+
+
+def check_eval_interval(eval_interval_s: float) -> float:
+    """Return the interval if it is a positive finite number of seconds; raise ValueError if not.
+
+    NaN compares false with everything, and 0 or less evaluates nothing after the first
+    step, so either would replay a trace without a word and report no incidents.
+    """
+    if not (math.isfinite(eval_interval_s) and eval_interval_s > 0):
+        raise ValueError(
+            f"evaluation interval {eval_interval_s!r} s: must be a positive number of seconds "
+            "(e.g. 5)"
+        )
+    return eval_interval_s
 
 
 def drive(
@@ -17,12 +45,20 @@ def drive(
 
     Samples must carry timestamps. Evaluation happens after each timestamp group that crosses the
     next evaluation time, so a trace scraped every 30 s is evaluated at each scrape and one
-    scraped every 2 s every ``eval_interval_s``.
+    scraped every 2 s every ``eval_interval_s``. Samples given as ``InTimeOrder`` are streamed;
+    any others are sorted first (stably: samples of one timestamp keep their order).
     """
-    ordered = sorted(samples, key=_ts)
+    check_eval_interval(eval_interval_s)
+    ordered: Iterable[Sample] = (
+        samples if isinstance(samples, InTimeOrder) else sorted(samples, key=_ts)
+    )
     next_eval: float | None = None
     last_t: float | None = None
     for t, group in groupby(ordered, key=_ts):
+        if last_t is not None and t < last_t:
+            raise ValueError(
+                f"sample time {t} comes after {last_t}; a streamed trace must be in time order"
+            )
         engine.ingest(group, t)
         last_t = t
         if next_eval is None:

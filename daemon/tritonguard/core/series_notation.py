@@ -5,10 +5,18 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections.abc import Iterator
 
 from tritonguard.core.samples import Labels, make_labels
 
-__all__ = ["STALE", "SeriesNotationError", "expand", "is_stale", "parse_series_selector"]
+__all__ = [
+    "STALE",
+    "SeriesNotationError",
+    "count_points",
+    "expand",
+    "is_stale",
+    "parse_series_selector",
+]
 
 # Prometheus marks a stale series with this particular NaN bit pattern (value.StaleNaN).
 STALE: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
@@ -52,14 +60,59 @@ def is_stale(value: float | None) -> bool:
     return value is not None and math.isnan(value) and struct.pack("<d", value) == _STALE_BITS
 
 
-def expand(values: str, *, start: float, interval: float) -> list[tuple[float, float | None]]:
+def count_points(values: str) -> int:
+    """Return how many samples a values string expands to, checking it without expanding it.
+
+    Raises SeriesNotationError for a malformed string, as ``expand`` would.
+    """
+    return sum(n for _, n, _ in _items(values))
+
+
+def expand(
+    values: str, *, start: float, interval: float, max_points: int | None = None
+) -> list[tuple[float, float | None]]:
     """Expand a promtool values string into (timestamp, value) pairs; None marks a missing sample.
 
     ``a+bxn`` gives n+1 values a, a+b, ..., a+n*b (accumulated by addition, as promtool does);
     ``axn`` gives a n+1 times; ``_`` one missing sample, ``_xn`` n missing; ``stale`` the
-    staleness marker (see ``is_stale``). The i-th value is at ``start + i * interval``.
+    staleness marker (see ``is_stale``). The i-th value is at ``start + i * interval``. Past
+    ``max_points`` samples a SeriesNotationError names the item that crosses it, before
+    anything is allocated for it.
     """
+    items = list(_items(values))
+    total = 0
+    for index, n, _ in items:
+        total += n
+        if max_points is not None and total > max_points:
+            raise SeriesNotationError(
+                values,
+                index,
+                f"expands to more than {max_points} samples; shorten the count "
+                "(a+bxn gives n+1 samples) or split the series over several tests",
+            )
     out: list[float | None] = []
+    for _, n, m in items:
+        if m.group("blank"):
+            out.extend([None] * n)
+        elif m.group("stale"):
+            out.append(STALE)
+        else:
+            value = _number(m.group("start"))
+            step_text = m.group("step")
+            step = _number(step_text) if step_text else 0.0
+            for _ in range(n):
+                out.append(value)
+                value += step
+    return [(float(start + i * interval), value) for i, value in enumerate(out)]
+
+
+# A count longer than this cannot be meant (a year of 1 s samples has 8 digits), and int() of a
+# long digit string is slow, and refused outright past 4300 digits.
+_MAX_COUNT_DIGITS = 12
+
+
+def _items(values: str) -> Iterator[tuple[int, int, re.Match[str]]]:
+    """Yield (column, samples it gives, match) for each item of a values string."""
     pos = _SPACE.match(values)
     index = pos.end() if pos else 0
     end = len(values)
@@ -71,24 +124,24 @@ def expand(values: str, *, start: float, interval: float) -> list[tuple[float, f
         if m is None or m.end() != token_end:
             raise SeriesNotationError(values, index, _explain(values[index:token_end]))
         if m.group("blank"):
-            times = m.group("blank_times")
-            out.extend([None] * (int(times) if times is not None else 1))
+            n = _count(m.group("blank_times"), values, index, extra=0)
         elif m.group("stale"):
-            out.append(STALE)
+            n = 1
         else:
-            value = _number(m.group("start"))
-            times = m.group("times")
-            if times is None:
-                out.append(value)
-            else:
-                step_text = m.group("step")
-                step = _number(step_text) if step_text else 0.0
-                for _ in range(int(times) + 1):
-                    out.append(value)
-                    value += step
+            n = _count(m.group("times"), values, index, extra=1)
+        yield index, n, m
         space = _SPACE.match(values, token_end)
         index = space.end() if space else token_end
-    return [(float(start + i * interval), value) for i, value in enumerate(out)]
+
+
+def _count(times: str | None, values: str, index: int, *, extra: int) -> int:
+    if times is None:
+        return 1
+    if len(times.lstrip("0")) > _MAX_COUNT_DIGITS:
+        raise SeriesNotationError(
+            values, index, f"the count {times[:20]}... is far too large; write a count of samples"
+        )
+    return int(times) + extra
 
 
 def parse_series_selector(text: str) -> tuple[str, Labels]:

@@ -2,58 +2,80 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from tritonguard.core.exposition import ExpositionError, decode_payload, parse_exposition
+from tritonguard.core.exposition import ExpositionError, iter_exposition, iter_payload_lines
 from tritonguard.core.samples import Sample
 
-# A trace is loaded whole to be replayed in timestamp order; beyond this it is refused with a
-# clear message rather than exhausting the machine's memory.
-MAX_TRACE_BYTES = 2 * 1024**3
+# Samples a trace loaded whole into memory may hold (``load_trace``); past it the trace is
+# refused with the line where it happened rather than exhausting the machine's memory.
+# Replay itself streams (``trace_stream``) and is bounded by disk, not memory.
 MAX_TRACE_SAMPLES = 20_000_000
+# Bytes read from the file at a time.
+READ_BLOCK_BYTES = 1024 * 1024
 
 
 class TraceError(ValueError):
     """A trace that cannot be replayed; ``str()`` is one line naming the file, line and fix."""
 
 
-def load_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> list[Sample]:
-    """Read a trace (DESIGN.md format) and return its samples; every sample must be timed."""
+def iter_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> Iterator[Sample]:
+    """Yield a trace's samples in file order, reading it block by block; raise TraceError.
+
+    Memory stays bounded whatever the file's length. Every sample must be timed; a gzip bomb,
+    a line without an end or binary data is refused at the line it reaches.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_TRACE_BYTES:
-            raise TraceError(
-                f"{p}: {size} bytes is over the {MAX_TRACE_BYTES} byte limit; split the trace by time"
-            )
-        data = p.read_bytes()
+        handle = p.open("rb")
     except OSError as exc:
         raise TraceError(f"{p}: cannot read trace: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise TraceError(
-            f"{p}:1: empty trace; record one with the lab or export it from Prometheus"
-        )
-    try:
-        text = decode_payload(data, source=str(p))
-        # A trace is OpenMetrics by contract: read as 0.0.4 its timestamps would be taken as
-        # milliseconds, and a missing `# EOF` is how a truncated recording shows.
-        expo = parse_exposition(text, source=str(p), openmetrics=True, max_samples=max_samples)
-    except ExpositionError as exc:
-        raise TraceError(str(exc)) from None
-    if not expo.samples:
+    count = 0
+    content = [False]
+    with handle:
+        lines = iter_payload_lines(_blocks(handle, p, content), source=str(p))
+        try:
+            # A trace is OpenMetrics by contract: read as 0.0.4 its timestamps would be taken
+            # as milliseconds, and a missing `# EOF` is how a truncated recording shows.
+            for sample in iter_exposition(
+                lines,
+                source=str(p),
+                openmetrics=True,
+                max_samples=max_samples,
+                require_timestamps=True,
+            ):
+                count += 1
+                yield sample
+        except ExpositionError as exc:
+            if not content[0]:
+                raise TraceError(
+                    f"{p}:1: empty trace; record one with the lab or export it from Prometheus"
+                ) from None
+            raise TraceError(str(exc)) from None
+    if count == 0:
         raise TraceError(f"{p}:1: the trace holds no samples")
-    for s in expo.samples:
-        if s.timestamp is None:
-            line = _line_of(text, s.name)
-            raise TraceError(
-                f"{p}:{line}: sample {s.name} has no timestamp; a trace needs one on every sample "
-                "(seconds, OpenMetrics)"
-            )
-    return expo.samples
 
 
-def _line_of(text: str, name: str) -> int:
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.startswith(name) and len(line.split()) == 2:
-            return n
-    return 1
+def load_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> list[Sample]:
+    """Read a trace (DESIGN.md format) and return its samples; every sample must be timed.
+
+    This holds the whole trace in memory; replaying a long one goes through
+    ``trace_stream.open_trace`` instead.
+    """
+    return list(iter_trace(path, max_samples=max_samples))
+
+
+def _blocks(handle: BinaryIO, path: Path, content: list[bool]) -> Iterator[bytes]:
+    """Yield the file's bytes block by block, noting in ``content[0]`` any that is not blank."""
+    while True:
+        try:
+            block = handle.read(READ_BLOCK_BYTES)
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+        if not block:
+            return
+        if not content[0] and block.strip():
+            content[0] = True
+        yield block
