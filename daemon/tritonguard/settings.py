@@ -28,6 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from tritonguard.core.engine import EngineConfig
 from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
 from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
@@ -279,6 +280,19 @@ class Settings(BaseSettings):
         default_factory=Thresholds,
         description="Engine thresholds (daemon/tritonguard/core/thresholds.py).",
     )
+
+    def engine_config(self) -> EngineConfig:
+        """Return the engine's settings: the thresholds and its part of the memory budget.
+
+        The engine (series and baselines) gets three quarters of ``memory_budget_mb``, the
+        flight recorder the rest (:meth:`recorder_budget_bytes`).
+        """
+        budget = int(self.memory_budget_mb * 1024 * 1024)
+        return EngineConfig(thresholds=self.thresholds, memory_budget_bytes=budget * 3 // 4)
+
+    def recorder_budget_bytes(self) -> int:
+        """Return the flight recorder's part of the memory budget."""
+        return int(self.memory_budget_mb * 1024 * 1024) // 4
 
     @field_validator("prometheus_url")
     @classmethod

@@ -24,7 +24,7 @@ def test_gauges_do_not_treat_drops_as_resets() -> None:
     for t, v in [(0, 10.0), (5, 2.0)]:
         store.add(Sample("nv_inference_pending_request_count", L, v, float(t)), float(t))
     s = next(store.family("nv_inference_pending_request_count"))
-    assert s.values == [10.0, 2.0] and s.resets == []
+    assert list(s.values) == [10.0, 2.0] and s.resets == []
 
 
 def test_stale_values_are_unknown() -> None:
@@ -178,3 +178,61 @@ def test_a_pod_that_really_started_keeps_its_birth() -> None:
     s = next(x for x in store.family("nv_inference_request_success") if x.labels == L)
     assert s.born == 20.0
     assert s.delta(20.0, 30.0) == (80.0, 10.0)
+
+
+def _churned(i: int) -> Sample:
+    """Return a sample of a series that appears once (a pod that came and went)."""
+    labels = make_labels({"model": f"m{i % 20}", "namespace": "prod", "pod": f"triton-{i // 20}"})
+    return Sample("nv_inference_request_success", labels, 1.0, float(i // 1000))
+
+
+def test_churn_stays_within_the_memory_bound_and_new_series_are_shed() -> None:
+    """60 k series that come and go never push the store past its bound; what is shed counts.
+
+    Series that are already stored keep their history: the bound turns away new ones.
+    """
+    import tracemalloc
+
+    from tritonguard.core.series_store import SERIES_BYTES
+
+    bound = 1_500 * SERIES_BYTES
+    store = SeriesStore(retention_s=30.0, max_bytes=bound)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(60_000):
+            store.add(_churned(i), float(i // 1000))
+            if i % 1000 == 999:
+                store.expire(float(i // 1000))
+                assert store.approx_bytes <= bound
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert store.series_shed > 0
+    assert len(store) <= bound // SERIES_BYTES
+    assert held <= bound * 1.2  # what the bound counts is what memory holds
+
+
+def test_over_the_bound_each_series_keeps_an_equal_share_of_points() -> None:
+    """History that outgrows the bound is cut oldest first, evenly, never below a floor."""
+    from tritonguard.core.series_store import MIN_POINTS_KEPT, POINT_BYTES, SERIES_BYTES
+
+    labels = [make_labels({"model": f"m{k}", "namespace": "p", "pod": "a"}) for k in range(10)]
+    bound = 10 * SERIES_BYTES + 10 * 40 * POINT_BYTES
+    store = SeriesStore(retention_s=1e9, max_bytes=bound)
+    for t in range(200):
+        for lb in labels:
+            store.add(Sample("nv_inference_request_success", lb, float(t), float(t)), float(t))
+    store.expire(199.0)
+    assert store.approx_bytes <= bound
+    kept = [len(s.times) for s in store.family("nv_inference_request_success")]
+    assert kept == [40] * 10 and store.points_shed == 10 * 160
+    assert all(s.times[-1] == 199.0 for s in store.family("nv_inference_request_success"))
+    tight = SeriesStore(retention_s=1e9, max_bytes=10 * SERIES_BYTES + 10 * 2 * POINT_BYTES)
+    for t in range(100):
+        for lb in labels:
+            tight.add(Sample("nv_inference_request_success", lb, float(t), float(t)), float(t))
+    tight.expire(99.0)
+    assert [len(s.times) for s in tight.family("nv_inference_request_success")] == [
+        MIN_POINTS_KEPT
+    ] * 10

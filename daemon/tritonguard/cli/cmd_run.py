@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.engine import Engine
 from tritonguard.core.playbook_model import PlaybookError
 from tritonguard.logs import configure_logging
 from tritonguard.settings import Settings, SettingsError, load_settings, target_from_url
@@ -98,7 +98,7 @@ def start_playbooks(settings: Settings, engine: Engine) -> PlaybookService | str
 async def _serve(settings: Settings) -> int:
     from tritonguard.runtime.daemon_app import DaemonApp  # noqa: PLC0415 - only the daemon needs it
 
-    engine = Engine(EngineConfig(thresholds=settings.thresholds))
+    engine = Engine(settings.engine_config())
     service = start_playbooks(settings, engine)
     if isinstance(service, str):
         print(f"tritonguard: {service}", file=sys.stderr)

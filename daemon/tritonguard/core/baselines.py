@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
+import math
+from array import array
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from statistics import median
 
@@ -53,32 +55,65 @@ class Baseline:
         return current / base if base > 0 else None
 
 
+# A snapshot (its object, the packed features, its slot in the deque), measured with
+# tracemalloc at about 200 bytes; rounded up so the bound holds.
+SNAPSHOT_BYTES = 256
+
+
 @dataclass(slots=True)
 class _Snapshot:
+    """One evaluation's baseline features, packed: NaN where a feature was unknown."""
+
     t: float
-    values: dict[str, float]
+    values: array[float]
     healthy: bool
 
 
 class BaselineHistory:
-    """Per-subject snapshots of the baseline features, each marked healthy or not."""
+    """Per-subject snapshots of the baseline features, each marked healthy or not.
 
-    def __init__(self, thresholds: Thresholds) -> None:
+    ``max_bytes`` bounds all subjects together (None: unbounded). Over it, the subjects
+    evaluated least recently (pods that went away, models no longer served) lose their
+    history first; a subject in use keeps it.
+    """
+
+    def __init__(self, thresholds: Thresholds, max_bytes: int | None = None) -> None:
         self.t = thresholds
-        self._history: dict[SubjectKey, deque[_Snapshot]] = {}
+        self.max_snapshots = None if max_bytes is None else max(1, max_bytes // SNAPSHOT_BYTES)
+        self._history: OrderedDict[SubjectKey, deque[_Snapshot]] = OrderedDict()
+        self.snapshots = 0
+        self.subjects_shed = 0
 
     def remember(self, key: SubjectKey, now: float, f: FeatureSet, healthy: bool) -> None:
         """Add this evaluation's features; drop snapshots older than the lookback."""
-        hist = self._history.setdefault(key, deque())
-        values = {n: v for n in BASELINE_FEATURES if isinstance(v := getattr(f, n), float)}
+        hist = self._history.get(key)
+        if hist is None:
+            hist = self._history[key] = deque()
+        else:
+            self._history.move_to_end(key)
+        values = array("d", (_known(getattr(f, n)) for n in BASELINE_FEATURES))
         hist.append(_Snapshot(now, values, healthy))
+        self.snapshots += 1
         horizon = now - self.t.baseline_lookback_s
         while hist and hist[0].t < horizon:
             hist.popleft()
+            self.snapshots -= 1
+        cap = self.max_snapshots
+        while cap is not None and self.snapshots > cap and len(self._history) > 1:
+            _, oldest = self._history.popitem(last=False)
+            self.snapshots -= len(oldest)
+            self.subjects_shed += 1
 
     def forget(self, key: SubjectKey) -> None:
         """Drop a subject that is gone."""
-        self._history.pop(key, None)
+        hist = self._history.pop(key, None)
+        if hist is not None:
+            self.snapshots -= len(hist)
+
+    @property
+    def approx_bytes(self) -> int:
+        """Return what the snapshots cost, as the memory bound counts it."""
+        return self.snapshots * SNAPSHOT_BYTES
 
     def baseline(
         self, key: SubjectKey, now: float, window: float, interval: float, started: float | None
@@ -101,8 +136,13 @@ class BaselineHistory:
         if span < max(self.t.baseline_min_span_s, interval):
             return None
         values: dict[str, float] = {}
-        for name in BASELINE_FEATURES:
-            vals = [s.values[name] for s in snaps if name in s.values]
+        for k, name in enumerate(BASELINE_FEATURES):
+            vals = [v for s in snaps if not math.isnan(v := s.values[k])]
             if vals:
                 values[name] = median(vals)
         return Baseline(values, span, len(snaps))
+
+
+def _known(value: object) -> float:
+    """Return a feature's value for packing: NaN stands for unknown (never for zero)."""
+    return value if isinstance(value, float) else math.nan

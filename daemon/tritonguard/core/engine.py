@@ -20,9 +20,24 @@ from tritonguard.core.thresholds import Thresholds
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """Engine settings: the thresholds every signature and the incident book use."""
+    """Engine settings: the thresholds every signature and the incident book use.
+
+    ``memory_budget_bytes`` bounds what the engine holds (None: unbounded, for replay and
+    tests): four fifths for the series store, one fifth for the subjects' baseline history.
+    """
 
     thresholds: Thresholds = field(default_factory=Thresholds)
+    memory_budget_bytes: int | None = None
+
+    def series_bytes(self) -> int | None:
+        """Return the series store's part of the budget."""
+        b = self.memory_budget_bytes
+        return None if b is None else b * 4 // 5
+
+    def baseline_bytes(self) -> int | None:
+        """Return the baseline history's part of the budget."""
+        b = self.memory_budget_bytes
+        return None if b is None else b // 5
 
 
 @dataclass(slots=True)
@@ -43,10 +58,12 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self.t = self.config.thresholds
-        self.store = SeriesStore(retention_s=self.t.retention_s)
+        self.store = SeriesStore(
+            retention_s=self.t.retention_s, max_bytes=self.config.series_bytes()
+        )
         self.book = IncidentBook(self.t)
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
-        self._history = BaselineHistory(self.t)
+        self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
         self._known: set[SubjectKey] = set()
         self.last_evaluated: float | None = None
         self.evaluations = 0
@@ -128,6 +145,17 @@ class Engine:
         return f is not None and f.fresh
 
     # ---- evaluation ---------------------------------------------------------------------
+    def memory(self) -> dict[str, int]:
+        """Return what the bounded parts hold and have shed (the daemon exports them)."""
+        return {
+            "series": len(self.store),
+            "series_bytes": self.store.approx_bytes,
+            "series_shed": self.store.series_shed,
+            "points_shed": self.store.points_shed,
+            "baseline_bytes": self.history.approx_bytes,
+            "baseline_subjects_shed": self.history.subjects_shed,
+        }
+
     def evaluate(self, now: float) -> list[IncidentEvent]:
         """Evaluate every subject at ``now``; return incident transitions."""
         self.evaluations += 1
@@ -139,7 +167,7 @@ class Engine:
         for key in keys:
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
-            self._history.forget(gone)
+            self.history.forget(gone)
             self.last_diagnoses.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)
@@ -148,7 +176,7 @@ class Engine:
     def _evaluate_subject(
         self, reader: FeatureReader, key: SubjectKey, now: float
     ) -> list[IncidentEvent]:
-        derived = derive(reader, key, now, self._history, self.model_config(key), self.t)
+        derived = derive(reader, key, now, self.history, self.model_config(key), self.t)
         if derived is None:
             self.last_diagnoses.pop(key, None)
             return []
@@ -166,5 +194,5 @@ class Engine:
             and not derived.in_birth
             and (f.request_rate or 0) > 0
         )
-        self._history.remember(key, now, f, healthy)
+        self.history.remember(key, now, f, healthy)
         return self.book.observe(subject, findings, now, f.interval_s, recovered=derived.recovered)

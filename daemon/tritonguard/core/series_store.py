@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
 from tritonguard.core.samples import Labels, Sample
@@ -22,6 +24,21 @@ MAX_SCRAPES_KEPT = 256
 BIRTH_PLAUSIBLE_FACTOR = 3.0
 
 SeriesKey = tuple[str, Labels]
+K = TypeVar("K")
+
+# What the memory bound counts, measured with tracemalloc on Prometheus-labelled Triton
+# series: a series (its object, label tuples, two index entries) about 1.1 KiB, a point
+# 8 bytes in each of two float arrays plus their growth slack. Rounded up so the bound holds.
+SERIES_BYTES = 1280
+POINT_BYTES = 24
+# However tight the budget, a series keeps enough points for two rate windows at the
+# coarsest scrape intervals and a few spikes to compare: fewer reads as no data, not as
+# wrong data.
+MIN_POINTS_KEPT = 16
+
+
+def _floats() -> array[float]:
+    return array("d")
 
 
 @dataclass(slots=True)
@@ -31,8 +48,9 @@ class Series:
     name: str
     labels: Labels
     counter: bool
-    times: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
+    # Packed floats: a point costs 16 bytes instead of two float objects and two pointers.
+    times: array[float] = field(default_factory=_floats)
+    values: array[float] = field(default_factory=_floats)
     # Raw last value, to detect a reset (value going down) the way Prometheus' rate() does.
     last_raw: float = 0.0
     offset: float = 0.0
@@ -72,15 +90,23 @@ class Series:
             del self.values[0]
             self.born = None
 
-    def trim(self, before: float) -> None:
-        """Drop points older than ``before``, keeping one point before it as a rate anchor."""
+    def trim(self, before: float, max_points: int | None = None) -> int:
+        """Drop points older than ``before`` (keeping one as a rate anchor); return how many.
+
+        ``max_points`` also caps how many points stay, newest kept.
+        """
         cut = bisect.bisect_left(self.times, before) - 1
+        if max_points is not None:
+            cut = max(cut, len(self.times) - max_points)
         if cut > 0:
+            if self.born is not None and self.born < self.times[cut]:
+                self.born = None  # the start from zero is no longer in the window's reach
             del self.times[:cut]
             del self.values[:cut]
         keep = bisect.bisect_left(self.resets, before)
         if keep:
             del self.resets[:keep]
+        return max(cut, 0)
 
     def at_or_before(self, t: float) -> int:
         """Index of the newest point at or before ``t``, or -1."""
@@ -120,9 +146,21 @@ class Series:
 class SeriesStore:
     """All series the engine reads, bounded by a retention window."""
 
-    def __init__(self, retention_s: float = 900.0, birth_grace_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        retention_s: float = 900.0,
+        birth_grace_s: float = 30.0,
+        max_bytes: int | None = None,
+    ) -> None:
         self.retention_s = retention_s
         self.birth_grace_s = birth_grace_s
+        # The memory bound (None: unbounded, for replay and tests of small inputs). Over it,
+        # series that are new are not stored (existing ones keep their history), and points
+        # beyond what each series can afford are dropped, oldest first.
+        self.max_bytes = max_bytes
+        self.points = 0
+        self.series_shed = 0
+        self.points_shed = 0
         # Recent scrape times per (target, exporter) and per target. One exporter's exposition
         # is atomic: a counter missing from a target's previous Triton scrape and present in
         # this one was born in between, whatever order samples arrive in (a Prometheus range
@@ -139,6 +177,15 @@ class SeriesStore:
 
     def __len__(self) -> int:
         return len(self._series)
+
+    @property
+    def approx_bytes(self) -> int:
+        """Return what the stored series cost, as the memory bound counts it."""
+        return len(self._series) * SERIES_BYTES + self.points * POINT_BYTES
+
+    def over_budget(self) -> bool:
+        """Return whether the store holds more than its memory bound."""
+        return self.max_bytes is not None and self.approx_bytes > self.max_bytes
 
     def add(self, sample: Sample, now: float) -> None:
         """Add one sample; a sample without timestamp is taken at ``now``."""
@@ -157,16 +204,30 @@ class SeriesStore:
         target_before = _note_time(self._scrapes.setdefault(target, []), t)
         any_before = _note_time(self._all_scrapes, t)
         if series is None:
+            if self.max_bytes is not None and self.approx_bytes + SERIES_BYTES > self.max_bytes:
+                # Full: a new series is unknown rather than pushing out one in use.
+                self.series_shed += 1
+                return
             series = Series(sample.name, sample.labels, is_counter(sample.name))
             self._series[key] = series
             self._by_name.setdefault(sample.name, {})[sample.labels] = series
             if series.counter:
                 earlier = target_before if target_before is not None else any_before
                 self._place_birth(series, t, same_exporter, earlier)
+        before_n = len(series.times)
         series.add(t, sample.value)
+        self.points += len(series.times) - before_n
         self.samples_ingested += 1
 
     def _place_birth(
+        self, series: Series, t: float, same_exporter: float | None, earlier: float | None
+    ) -> None:
+        # The synthetic zero point counts toward the bound like any other.
+        before_n = len(series.times)
+        self._place_birth_point(series, t, same_exporter, earlier)
+        self.points += len(series.times) - before_n
+
+    def _place_birth_point(
         self, series: Series, t: float, same_exporter: float | None, earlier: float | None
     ) -> None:
         """Start a counter that appeared mid-stream at zero, as Triton's new models do."""
@@ -196,17 +257,41 @@ class SeriesStore:
         return iter(self._by_name.get(name, {}).values())
 
     def expire(self, now: float) -> int:
-        """Trim windows and drop series that vanished more than a retention ago; return drops."""
+        """Trim windows and drop series that vanished more than a retention ago; return drops.
+
+        Over the memory bound, every series keeps only the points the bound affords it.
+        """
         horizon = now - self.retention_s
         dropped = 0
         for key, series in list(self._series.items()):
             if series.last_time < horizon:
                 del self._series[key]
                 del self._by_name[key[0]][key[1]]
+                self.points -= len(series.times)
                 dropped += 1
             else:
-                series.trim(horizon)
+                self.points -= series.trim(horizon)
+        # Targets that stopped scraping (churned pods) take their scrape times with them.
+        _forget_quiet(self._scrapes, horizon)
+        _forget_quiet(self._exporter_scrapes, horizon)
+        if self.max_bytes is not None and self.over_budget() and self._series:
+            self._squeeze(self.max_bytes)
         return dropped
+
+    def _squeeze(self, max_bytes: int) -> None:
+        """Keep each series to an equal share of the points the bound leaves after series."""
+        room = max(0, max_bytes - len(self._series) * SERIES_BYTES)
+        share = max(MIN_POINTS_KEPT, room // POINT_BYTES // len(self._series))
+        for series in self._series.values():
+            dropped = series.trim(float("-inf"), max_points=share)
+            self.points -= dropped
+            self.points_shed += dropped
+
+
+def _forget_quiet(scrapes: dict[K, list[float]], horizon: float) -> None:
+    """Drop the targets whose newest scrape is older than ``horizon``."""
+    for target in [k for k, times in scrapes.items() if not times or times[-1] < horizon]:
+        del scrapes[target]
 
 
 def _note_time(times: list[float], t: float) -> float | None:

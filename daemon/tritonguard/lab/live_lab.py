@@ -24,7 +24,7 @@ from typing import Any
 
 from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
-from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.lab.exporters import LabExporters
@@ -394,7 +394,7 @@ class LabWatch:
             dry_run=not self.act,
             audit_db_path=self._workdir / "audit.sqlite3",
         )
-        engine = Engine(EngineConfig(thresholds=settings.thresholds))
+        engine = Engine(settings.engine_config())
         if self.playbooks:
             # The shipped playbooks, as `tritonguard run` loads them when none are configured.
             self.service = build_service(settings, engine)

@@ -16,7 +16,7 @@ from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.action_records import ActionRecord
-from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.samples import Sample, label
@@ -25,6 +25,7 @@ from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.http_server import HttpServer
+from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.self_metrics import SelfMetrics
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, split_listen
@@ -50,6 +51,15 @@ class PlaybookHooks(Protocol):
 
     def subscribe(self, observer: Callable[[list[ActionRecord]], None]) -> None:
         """Be told about every decision the stage records (the daemon counts them)."""
+        ...
+
+    @property
+    def alerts(self) -> AlertBook:
+        """Return the firing Alertmanager alerts playbooks match on (bounded)."""
+        ...
+
+    def recorder_memory(self) -> tuple[int, int]:
+        """Return (bytes the flight recorder holds, samples it has let go in all)."""
         ...
 
     async def on_alerts(self, alerts: list[Alert]) -> None:
@@ -112,7 +122,7 @@ class DaemonApp:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.engine = engine or Engine(EngineConfig(thresholds=settings.thresholds))
+        self.engine = engine or Engine(settings.engine_config())
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.metrics = SelfMetrics(self.registry)
         self.clock = clock
@@ -126,10 +136,8 @@ class DaemonApp:
         self._on_alerts = on_alerts or (playbooks.on_alerts if playbooks is not None else None)
         if playbooks is not None:
             playbooks.subscribe(self.metrics.observe_actions)
-            # The stage's alert book (PlaybookService.alerts) reports its size and evictions.
-            book = getattr(playbooks, "alerts", None)
-            if isinstance(book, AlertBook):
-                self.metrics.watch_alert_book(book)
+            self.metrics.watch_alert_book(playbooks.alerts)
+        self._memory_log = LogThrottle(60.0)
         # Why the webhook is off although a token was configured (an unreadable token_file).
         self._webhook_problem: str | None = None
         self._health: dict[tuple[str, str], _TargetHealth] = {}
@@ -197,6 +205,7 @@ class DaemonApp:
         self.metrics.evaluations.inc()
         self.metrics.observe_events(events)
         self.metrics.set_open_incidents(self.engine.open_incidents())
+        self._observe_memory()
         for event in events:
             self._log.info(
                 "incident " + event.event,
@@ -208,6 +217,28 @@ class DaemonApp:
                 summary=event.summary,
             )
         return events
+
+    def _observe_memory(self) -> None:
+        """Export the memory the bounded parts hold; say so when the budget sheds."""
+        m = self.engine.memory()
+        held = {"series": m["series_bytes"], "baselines": m["baseline_bytes"]}
+        shed = {
+            "series": m["series_shed"],
+            "points": m["points_shed"],
+            "baseline_subjects": m["baseline_subjects_shed"],
+        }
+        if self._playbooks is not None:
+            held["flight_recorder"], shed["recorder_samples"] = self._playbooks.recorder_memory()
+        self.metrics.series.set(m["series"])
+        new = self.metrics.observe_memory(held, shed)
+        if new and (count := self._memory_log.tally("shed", sum(new.values()))) is not None:
+            self._log.warning(
+                "memory budget reached: shedding",
+                budget_mb=self.settings.memory_budget_mb,
+                shed=new,
+                since_last_line=count,
+                hint="raise memory_budget_mb (and the pod's memory limit) or watch fewer series",
+            )
 
     async def dispatch(self, events: list[IncidentEvent], now: float) -> None:
         """Start the playbook work for one evaluation, then tell ``on_events``; never fatal."""

@@ -30,7 +30,7 @@ from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import Alert
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.flight_recorder import FlightRecorder
+from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
 from tritonguard.runtime.leader_election import LeaderElector
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
@@ -125,6 +125,12 @@ class PlaybookService:
     def subscribe(self, observer: Callable[[list[ActionRecord]], None]) -> None:
         """Be told about every decision the stage records (the daemon counts them)."""
         self._observers.append(observer)
+
+    def recorder_memory(self) -> tuple[int, int]:
+        """Return (bytes the flight recorder holds, samples it has let go in all)."""
+        if self.recorder is None:
+            return 0, 0
+        return self.recorder.held() * SAMPLE_BYTES, self.recorder.dropped
 
     def leadership(self) -> dict[str, Any] | None:
         """Return who leads and whether this replica may act, or None without election."""
@@ -289,7 +295,11 @@ def build_service(
         alerts_for=alerts.names_for,
         leader_elsewhere=elector.leader_elsewhere if elector is not None else lambda: None,
     )
-    recorder = FlightRecorder(flight_recorder_dir(settings.audit_db_path), store)
+    recorder = FlightRecorder(
+        flight_recorder_dir(settings.audit_db_path),
+        store,
+        max_bytes=settings.recorder_budget_bytes(),
+    )
     return PlaybookService(
         stage,
         alerts=alerts,

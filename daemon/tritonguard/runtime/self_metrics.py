@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -114,12 +114,44 @@ class SelfMetrics:
             "Estimated memory those alerts take, as counted against api.alert_book_max_bytes.",
             registry=registry,
         )
+        self.memory = Gauge(
+            "tritonguard_memory_bytes",
+            "Memory the bounded parts hold, as counted against memory_budget_mb.",
+            ["part"],
+            registry=registry,
+        )
+        self.series = Gauge(
+            "tritonguard_series", "Series in the engine's store.", registry=registry
+        )
+        self.shed = Counter(
+            "tritonguard_memory_shed_total",
+            "What the memory budget turned away: new series not stored, old points dropped, "
+            "subjects whose baseline history was dropped, flight-recorder samples let go.",
+            ["what"],
+            registry=registry,
+        )
+        self._shed_seen: dict[str, int] = {}
         # Known label values start at 0, so a rate() over them works before the first event.
         for reason in REFUSALS:
             self.api_unauthorized.labels(WEBHOOK_PATH, reason)
         for cap in CAPS:
             self.alert_book_evicted.labels(cap)
+        for what in ("series", "points", "baseline_subjects", "recorder_samples"):
+            self.shed.labels(what)
         self._causes_seen: set[str] = set()
+
+    def observe_memory(self, held: Mapping[str, int], shed: Mapping[str, int]) -> dict[str, int]:
+        """Export what the bounded parts hold and their shed totals; return what is new."""
+        for part, size in held.items():
+            self.memory.labels(part).set(size)
+        new: dict[str, int] = {}
+        for what, total in shed.items():
+            delta = total - self._shed_seen.get(what, 0)
+            if delta > 0:
+                self.shed.labels(what).inc(delta)
+                new[what] = delta
+            self._shed_seen[what] = total
+        return new
 
     def observe_statuses(self, statuses: Iterable[SourceStatus]) -> None:
         """Record one poll's per-target outcomes."""
