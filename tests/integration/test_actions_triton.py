@@ -488,3 +488,19 @@ async def test_a_shed_stays_when_its_subject_stops_reporting_until_fresh_data_sh
     ]
     assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
     assert await on.run_step([], 1400.0) == {}  # restored once
+
+
+async def test_a_playbook_removed_while_its_shed_is_on_still_gets_the_shed_lifted(
+    triton: TritonClient,
+) -> None:
+    """Reloading playbooks without the one that shed does not strand its restore on the server."""
+    before = await triton.model_config("shed")
+    disp = dispatcher([book(SHED)], triton, AuditStore())
+    opened = event("shed")
+    assert [r.status for r in await handle(disp, opened)] == ["ran"]
+    disp.playbooks = []  # a reload dropped the playbook
+    records = await handle(disp, _resolved(opened))
+    assert [(r.playbook, r.action, r.status) for r in records] == [
+        ("shed", "triton.update_config", "ran")
+    ]
+    assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]

@@ -72,6 +72,11 @@ CREATE TABLE IF NOT EXISTS verifications (
     origin TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS verifications_state ON verifications (state);
+CREATE TABLE IF NOT EXISTS playbook_sets (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    saved_at REAL NOT NULL,
+    texts TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS incidents (
     incident_id TEXT PRIMARY KEY,
     cause TEXT NOT NULL,
@@ -576,3 +581,25 @@ class AuditStore:
             )
             added += 1
         return added
+
+    # ---- the last good playbook set -----------------------------------------------------------
+    def save_playbook_set(self, texts: dict[str, str], at: float) -> None:
+        """Keep the texts of a set that loaded (when they differ from the last one kept)."""
+        doc = json.dumps(texts, sort_keys=True)
+        last = self._exec("SELECT texts FROM playbook_sets ORDER BY id DESC LIMIT 1").fetchone()
+        if last is not None and last[0] == doc:
+            return
+        self._exec("INSERT INTO playbook_sets (saved_at, texts) VALUES (?, ?)", (at, doc))
+        # Only the newest matters; a few are kept to show what changed.
+        self._exec(
+            "DELETE FROM playbook_sets WHERE id NOT IN"
+            " (SELECT id FROM playbook_sets ORDER BY id DESC LIMIT 5)"
+        )
+
+    def last_playbook_set(self) -> dict[str, str] | None:
+        """Return path → text of the last set that loaded, or None."""
+        row = self._exec("SELECT texts FROM playbook_sets ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        texts: dict[str, str] = json.loads(row[0])
+        return texts

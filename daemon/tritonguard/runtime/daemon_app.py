@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.http_server import HttpServer
 from tritonguard.runtime.log_throttle import LogThrottle
+from tritonguard.runtime.playbook_reloader import ReloadState
 from tritonguard.runtime.self_metrics import SelfMetrics
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, split_listen
@@ -60,6 +62,14 @@ class PlaybookHooks(Protocol):
 
     def recorder_memory(self) -> tuple[int, int]:
         """Return (bytes the flight recorder holds, samples it has let go in all)."""
+        ...
+
+    def reload(self) -> None:
+        """Reload the playbook files now (SIGHUP)."""
+        ...
+
+    def playbook_state(self) -> ReloadState | None:
+        """Return which playbooks are active and whether the newest set loaded."""
         ...
 
     async def on_alerts(self, alerts: list[Alert]) -> None:
@@ -230,6 +240,9 @@ class DaemonApp:
         if self._playbooks is not None:
             held["flight_recorder"], shed["recorder_samples"] = self._playbooks.recorder_memory()
         self.metrics.series.set(m["series"])
+        state = self._playbooks.playbook_state() if self._playbooks is not None else None
+        if state is not None:
+            self.metrics.observe_playbooks(state.playbooks, state.ok, state.failures)
         new = self.metrics.observe_memory(held, shed)
         if new and (count := self._memory_log.tally("shed", sum(new.values()))) is not None:
             self._log.warning(
@@ -398,8 +411,10 @@ class DaemonApp:
         evaluated = eval_age is not None and eval_age <= 3 * s.evaluation_interval_s + 1.0
         sources_ok = fresh or not self.sources
         ready = sources_ok and evaluated and not self.supervisor.stopping.is_set()
+        state = self._playbooks.playbook_state() if self._playbooks is not None else None
         detail = {
             "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
+            "playbooks": state.as_dict() if state is not None else None,
             "sources_fresh": sources_ok,
             "last_evaluation_age_s": eval_age,
             "stopping": self.supervisor.stopping.is_set(),
@@ -508,11 +523,17 @@ class DaemonApp:
         self.supervisor.request_stop(reason)
 
     async def run(self, *, install_signals: bool = True) -> None:
-        """Serve until stopped; with ``install_signals`` SIGTERM/SIGINT stop gracefully."""
+        """Serve until stopped; with ``install_signals`` SIGTERM/SIGINT stop gracefully.
+
+        SIGHUP reloads the playbook files.
+        """
         if not self.sources:
             self._log.warning("no targets and no prometheus_url: nothing to watch")
         self.build()
         remove = self.supervisor.install_signal_handlers() if install_signals else None
+        if install_signals and self._playbooks is not None:
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, self._playbooks.reload)
         self._log.info(
             "daemon starting",
             targets=[t.name for t in self.settings.targets],
@@ -526,6 +547,8 @@ class DaemonApp:
         finally:
             if remove is not None:
                 remove()
+                if self._playbooks is not None:
+                    asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
 
 
 def _shown(error: str | None) -> str | None:

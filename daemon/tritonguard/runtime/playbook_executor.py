@@ -510,16 +510,16 @@ class PlaybookExecutor:
         """Return the context to judge a left verification in, with or without its playbook."""
         if book is not None:
             return self._context(book, pending.incident, False)
-        return self._bare_context(pending)
+        return self._bare_context(pending.incident, pending.playbook)
 
-    def _bare_context(self, pending: PendingVerification) -> ActionContext:
-        """Return a context for a verification whose playbook is no longer loaded."""
-        subject = pending.incident.subject
+    def _bare_context(self, event: IncidentEvent, playbook: str) -> ActionContext:
+        """Return a context for work whose playbook is no longer loaded (default bounds)."""
+        subject = event.subject
         features, clock = self.env.features, self.env.clock
         return ActionContext(
             subject=subject,
-            event=pending.incident,
-            playbook=pending.playbook,
+            event=event,
+            playbook=playbook,
             bounds=merge_bounds({}),
             dry_run=False,
             triton=self.env.triton_for(subject),
@@ -690,15 +690,19 @@ class PlaybookExecutor:
             )
             self.store.mark_undo_done(undo.undo_id)
         for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=False):
+            # A playbook removed since it acted still gets its change put back.
             book = books.get(undo.playbook)
-            if book is None:
-                continue
+            base = (
+                self._context(book, event, False)
+                if book is not None
+                else self._bare_context(event, undo.playbook)
+            )
             # Restores put back what the server had; bounds guard new values only.
-            ctx = replace(self._context(book, event, False), restoring=True)
+            ctx = replace(base, restoring=True)
             step = Step(action=undo.action, params=undo.params)
             records.append(
                 await self._run_one(
-                    book,
+                    undo.playbook,
                     event,
                     ctx,
                     step,

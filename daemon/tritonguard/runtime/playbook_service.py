@@ -25,6 +25,7 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import Playbook, PlaybookError
 from tritonguard.core.samples import Sample
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
@@ -34,6 +35,7 @@ from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
 from tritonguard.runtime.leader_election import LeaderElector
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
+from tritonguard.runtime.playbook_reloader import PlaybookReloader, ReloadState
 from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.settings import Settings
 
@@ -104,10 +106,12 @@ class PlaybookService:
         alerts: AlertBook | None = None,
         recorder: FlightRecorder | None = None,
         elector: LeaderElector | None = None,
+        reloader: PlaybookReloader | None = None,
         closers: Iterable[Callable[[], Any]] = (),
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.stage = stage
+        self.reloader = reloader
         self.alerts = alerts or AlertBook()
         self.recorder = recorder
         self.elector = elector
@@ -146,8 +150,22 @@ class PlaybookService:
         }
 
     def background(self) -> dict[str, Callable[[], Awaitable[None]]]:
-        """Return the long-running tasks the daemon must supervise (leader election)."""
-        return {"leader-election": self.elector.run} if self.elector is not None else {}
+        """Return the long-running tasks the daemon must supervise (election, reloading)."""
+        tasks: dict[str, Callable[[], Awaitable[None]]] = {}
+        if self.elector is not None:
+            tasks["leader-election"] = self.elector.run
+        if self.reloader is not None:
+            tasks["playbook-reloader"] = self.reloader.run
+        return tasks
+
+    def reload(self) -> None:
+        """Reload the playbook files now (SIGHUP)."""
+        if self.reloader is not None:
+            self.reloader.request()
+
+    def playbook_state(self) -> ReloadState | None:
+        """Return which playbooks are active and whether the newest set loaded."""
+        return self.reloader.state if self.reloader is not None else None
 
     async def on_alerts(self, alerts: list[Alert]) -> None:
         """Remember what Alertmanager says is firing (its webhook posts to the daemon)."""
@@ -237,13 +255,20 @@ def build_service(
     guard_settings: GuardSettings | None = None,
     alerts: AlertBook | None = None,
 ) -> PlaybookService:
-    """Build the stage and its clients from settings; raise PlaybookError on bad playbooks.
+    """Build the stage and its clients from settings.
 
-    Dry-run is the global ``dry_run`` setting (on by default); each playbook's own
+    Playbook files that do not load raise PlaybookError, unless the audit database holds
+    the last good set: the daemon then starts with it and says what is wrong (``/readyz``,
+    the log). Dry-run is the global ``dry_run`` setting (on by default); each playbook's own
     ``guards.dry_run`` must be off as well before anything changes on a server.
     """
-    books = load_playbook_files(playbook_dirs(settings))
+    dirs = playbook_dirs(settings)
     store = AuditStore(settings.audit_db_path)
+    try:
+        books: list[Playbook] | None = load_playbook_files(dirs)
+        problems: list[str] = []
+    except PlaybookError as exc:
+        books, problems = None, exc.problems
     tritons = TritonDirectory.from_settings(settings)
     closers: list[Callable[[], Any]] = [tritons.close]
     kube: KubernetesClient | None = None
@@ -288,13 +313,19 @@ def build_service(
         dry_run=settings.dry_run, action_budget_per_hour=settings.action_budget_per_hour
     )
     stage = PlaybookStage(
-        books,
+        books or [],
         PlaybookExecutor(store, env),
         settings=guards,
         open_incidents=engine.announced_incidents,
         alerts_for=alerts.names_for,
         leader_elsewhere=elector.leader_elsewhere if elector is not None else lambda: None,
     )
+    reloader = PlaybookReloader(stage, dirs, store, clock=clock)
+    if books is not None:
+        reloader.start(books)
+    elif not reloader.start_from_saved(problems):
+        store.close()
+        raise PlaybookError(problems)
     recorder = FlightRecorder(
         flight_recorder_dir(settings.audit_db_path),
         store,
@@ -305,6 +336,7 @@ def build_service(
         alerts=alerts,
         recorder=recorder,
         elector=elector,
+        reloader=reloader,
         closers=closers,
         on_change=on_change,
     )

@@ -131,6 +131,21 @@ class SelfMetrics:
             registry=registry,
         )
         self._shed_seen: dict[str, int] = {}
+        self.playbooks_loaded = Gauge(
+            "tritonguard_playbooks_loaded", "Playbooks active now.", registry=registry
+        )
+        self.playbooks_reload_ok = Gauge(
+            "tritonguard_playbooks_reload_ok",
+            "1 when the newest playbook files loaded, 0 while a broken set is refused (the last "
+            "good set stays active).",
+            registry=registry,
+        )
+        self.playbooks_reload_failures = Counter(
+            "tritonguard_playbooks_reload_failures_total",
+            "Playbook sets that did not load (each left the last good set active).",
+            registry=registry,
+        )
+        self._reload_failures_seen = 0
         # Known label values start at 0, so a rate() over them works before the first event.
         for reason in REFUSALS:
             self.api_unauthorized.labels(WEBHOOK_PATH, reason)
@@ -152,6 +167,14 @@ class SelfMetrics:
                 new[what] = delta
             self._shed_seen[what] = total
         return new
+
+    def observe_playbooks(self, active: int, ok: bool, failures: int) -> None:
+        """Export the active playbook count, whether the newest set loaded, its failures."""
+        self.playbooks_loaded.set(active)
+        self.playbooks_reload_ok.set(1 if ok else 0)
+        if failures > self._reload_failures_seen:
+            self.playbooks_reload_failures.inc(failures - self._reload_failures_seen)
+        self._reload_failures_seen = failures
 
     def observe_statuses(self, statuses: Iterable[SourceStatus]) -> None:
         """Record one poll's per-target outcomes."""
