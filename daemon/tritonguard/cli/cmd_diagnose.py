@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tritonguard: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     # The HTTP clients (aiohttp) load only here, so the other subcommands start quickly.
-    from tritonguard.clients.triton_api import TritonError  # noqa: PLC0415
+    from tritonguard.clients.triton_api import TritonError  # noqa: PLC0415 - the HTTP clients load only for this command
 
     try:
         engine, events, scrapes_ok = asyncio.run(_watch(targets, duration, args.interval))
@@ -124,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
 async def _watch(
     targets: list[TargetSettings], duration: float, interval: float
 ) -> tuple[Engine, list[IncidentEvent], int]:
-    from tritonguard.clients.metrics_scraper import MetricsScraper  # noqa: PLC0415
-    from tritonguard.clients.triton_api import TritonClient  # noqa: PLC0415
-    from tritonguard.sources.scrape import ScrapeSource  # noqa: PLC0415
+    from tritonguard.clients.metrics_scraper import MetricsScraper  # noqa: PLC0415 - the HTTP clients load only for this command
+    from tritonguard.clients.triton_api import TritonClient  # noqa: PLC0415 - the HTTP clients load only for this command
+    from tritonguard.sources.scrape import ScrapeSource  # noqa: PLC0415 - the HTTP clients load only for this command
 
     engine = Engine()
     source = ScrapeSource(
@@ -160,7 +160,7 @@ async def _watch(
 async def _learn_configs(
     engine: Engine, client: TritonClient, seen: set[str], t: TargetSettings
 ) -> None:
-    from tritonguard.clients.triton_api import TritonError  # noqa: PLC0415
+    from tritonguard.clients.triton_api import TritonError  # noqa: PLC0415 - the HTTP clients load only for this command
 
     models = {s.model for s in (subj.subject for subj in engine.last_diagnoses.values())}
     models |= {

@@ -70,8 +70,7 @@ class PrometheusQueryClient:
             headers=sent,
             session=session,
             retry=Retry(total=0, raise_on_status=False),
-            # requests takes float seconds; the SDK's hint says int.
-            timeout=timeout_s,  # type: ignore[arg-type]
+            timeout=timeout_s,  # type: ignore[arg-type]  # requests takes float s; the hint says int
         )
 
     async def instant_query(self, promql: str, at: float | None = None) -> list[PromSample]:

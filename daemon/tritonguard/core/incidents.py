@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
+from tritonguard.core.findings import CAUSES, EventKind, Finding, IncidentEvent, Subject
 from tritonguard.core.thresholds import Thresholds
 
 
@@ -170,13 +170,13 @@ class IncidentBook:
         return "inc-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
 
     @staticmethod
-    def _event(kind: str, subject: Subject, inc: _Open, now: float) -> IncidentEvent:
+    def _event(kind: EventKind, subject: Subject, inc: _Open, now: float) -> IncidentEvent:
         f = inc.finding
         summary = f.summary
         if kind == "resolved":
             summary = f"Recovered: {f.cause} on {subject.model} no longer holds. Was: {f.summary}"
         return IncidentEvent(
-            event=kind,  # type: ignore[arg-type]
+            event=kind,
             incident_id=inc.incident_id,
             cause=f.cause,
             subject=subject,

@@ -487,8 +487,9 @@ async def run_live(
             out.onset_at = live.onset_at
             had = way in out.detections
             judge(out, way, events)
-            if not had and way in out.detections and watches:
-                out.during = latency_view(watches[0].app.engine, live.subject, time.time())  # type: ignore[union-attr]
+            app = watches[0].app if watches else None
+            if not had and way in out.detections and app is not None:
+                out.during = latency_view(app.engine, live.subject, time.time())
             if (
                 stop_after_detection_s is not None
                 and live.scenario.cause is not None

@@ -106,7 +106,7 @@ class ModelSpec:
 
     def with_(self, **changes: object) -> ModelSpec:
         """Return a copy with fields changed (a new deploy of the same model)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks field names
 
     def render_config(self) -> str:
         """Return the config.pbtxt text."""

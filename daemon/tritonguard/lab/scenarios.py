@@ -40,7 +40,9 @@ def rewrites(spec: ModelSpec, every_s: float, *, atomic: bool) -> Action:
 def _open(
     model: str, shape: tuple[int, ...], duration: float, *segments: Segment, **kw: object
 ) -> LoadSpec:
-    return LoadSpec(model=model, shape=shape, schedule=tuple(segments), duration_s=duration, **kw)  # type: ignore[arg-type]
+    # kw are LoadSpec's own optional fields (timeout_s, retries, ...): the dataclass checks
+    # their names when it is built, which the untyped pass-through cannot show mypy.
+    return LoadSpec(model=model, shape=shape, schedule=tuple(segments), duration_s=duration, **kw)  # type: ignore[arg-type]  # see above
 
 
 def _batching_delay(

@@ -34,7 +34,7 @@ def pytriton_root() -> Path:
     """Return the ``tritonserver`` directory of the installed nvidia-pytriton wheel."""
     try:
         # Optional (the 'lab' extra): imported here so a missing wheel is a clear error.
-        import pytriton  # noqa: PLC0415
+        import pytriton  # noqa: PLC0415 - optional: the error below says what to install
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise TritonServerError(
             "nvidia-pytriton is not installed; install the 'lab' extra to run a real Triton"
