@@ -25,7 +25,7 @@ async def test_two_tritons_outside_kubernetes_keep_their_own_model_configs() -> 
     """
     a = await MetricsServer(render=lambda: EXPOSITION).start()
     b = await MetricsServer(render=lambda: EXPOSITION).start()
-    configs = {
+    configs: dict[str, dict[str, Any]] = {
         "a": {"dynamic_batching": {"max_queue_delay_microseconds": "100000"}},
         "b": {"max_batch_size": 0},
     }

@@ -108,9 +108,7 @@ class AbandonVerify:
     verification: PendingVerification
 
 
-Decision = (
-    RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve | ResumeVerify | AbandonVerify
-)
+Decision = RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve | ResumeVerify | AbandonVerify
 
 
 @dataclass(frozen=True, slots=True)
