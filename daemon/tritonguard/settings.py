@@ -251,7 +251,19 @@ class Settings(BaseSettings):
     prometheus_backfill_s: float = Field(
         default=300.0, ge=0, description="History read from Prometheus on the first tick."
     )
-    evaluation_interval_s: float = Field(default=5.0, gt=0)
+    evaluation_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Evaluate at least this often; the daemon also evaluates on each scrape.",
+    )
+    evaluation_min_gap_s: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "...and at most this often: with many targets scrapes arrive continuously, and one "
+            "evaluation a second already sees each 2 s scrape."
+        ),
+    )
     model_config_refresh_s: float = Field(default=300.0, gt=0)
     triton_timeout_s: float = Field(default=5.0, gt=0)
     playbook_dirs: list[Path] = Field(default_factory=list)

@@ -124,3 +124,51 @@ def test_stale_subject_is_not_fresh() -> None:
     assert engine.is_fresh(SUBJECT, START + 12 * IV)
     assert not engine.is_fresh(SUBJECT, START + 12 * IV + 300)
     assert engine.feature_value(SUBJECT, "request_rate", START + 12 * IV + 300) is None
+
+
+def _ingress(series: dict[str, str], ingress: str, status: str, per_scrape: float) -> None:
+    """Add ingress-nginx request counters for one ingress and status."""
+    sel = f'namespace="prod",ingress="{ingress}",service="{ingress}",status="{status}"'
+    series[f"nginx_ingress_controller_requests{{{sel}}}"] = notation([(per_scrape, 12)])
+
+
+def test_ingress_counters_join_the_model_they_serve_not_the_whole_namespace() -> None:
+    """Another model's 504s in the same namespace are not this model's timeouts.
+
+    resnet's ingress answers 200s only; bert's times out. Joined on the namespace, resnet
+    used to get bert's 504s. An ingress naming no model of ours is no evidence at all.
+    """
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    _ingress(series, "resnet", "200", 5 * IV)
+    _ingress(series, "bert", "504", 30 * IV)
+    f = features(series)
+    assert f.ingress_rate == 5.0 and f.ingress_timeout_rate == 0.0
+    unrelated = triton_model([Phase(12, rps=5)], interval=IV)
+    _ingress(unrelated, "bert", "504", 30 * IV)
+    g = features(unrelated)
+    assert g.ingress_rate is None and g.ingress_timeout_rate is None
+
+
+def test_a_grpc_ingress_without_timeouts_is_no_evidence() -> None:
+    """GRPC errors travel in trailers: 200s at a gRPC ingress say nothing about timeouts."""
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    sel = 'namespace="prod",ingress="resnet",status="200",path="/inference.GRPCInferenceService"'
+    series[f"nginx_ingress_controller_requests{{{sel}}}"] = notation([(5 * IV, 12)])
+    f = features(series)
+    assert f.ingress_rate == 5.0 and f.ingress_timeout_rate is None
+
+
+def test_hpa_series_join_the_pods_workload() -> None:
+    """An HPA is matched to the Deployment of the pod by name, not to every model around it."""
+    from tritonguard.core.features import workload_of
+
+    assert workload_of("triton-resnet-7d9c5b6f4-x2x9q") == "triton-resnet"
+    assert workload_of("triton-resnet-0") == "triton-resnet"
+    series = triton_model([Phase(12, rps=5)], interval=IV, pod="triton-resnet-0")
+    hpa = "kube_horizontalpodautoscaler_status_desired_replicas"
+    series[f'{hpa}{{namespace="prod",horizontalpodautoscaler="triton-resnet"}}'] = gauge([(4, 13)])
+    series[f'{hpa}{{namespace="prod",horizontalpodautoscaler="triton-bert"}}'] = gauge([(9, 13)])
+    engine = Engine()
+    engine.ingest(samples_of(series, interval=IV), START)
+    f = engine.features(Subject("prod", "resnet", "triton-resnet-0"), START + 12 * IV)
+    assert f is not None and f.hpa_desired == 4

@@ -15,12 +15,21 @@ def finding(cause: str, conf: float) -> Finding:
 
 
 def test_finding_must_hold_before_opening() -> None:
-    """A single evaluation never opens an incident at short scrape intervals."""
+    """One evaluation never opens an incident; the second consecutive one does."""
     book = IncidentBook(Thresholds())
     assert book.observe(S, [finding("too_few_instances", 0.8)], 0.0, 5.0, recovered=False) == []
-    assert book.observe(S, [finding("too_few_instances", 0.8)], 5.0, 5.0, recovered=False) == []
-    evs = book.observe(S, [finding("too_few_instances", 0.8)], 10.0, 5.0, recovered=False)
+    evs = book.observe(S, [finding("too_few_instances", 0.8)], 5.0, 5.0, recovered=False)
     assert [e.event for e in evs] == ["opened"]
+
+
+def test_a_stronger_reading_forming_waits_out_its_hold_before_a_weaker_one_opens() -> None:
+    """An overload read first, a retry storm a scrape later: the storm opens, not the overload."""
+    book = IncidentBook(Thresholds())
+    assert book.observe(S, [finding("too_few_instances", 0.85)], 0.0, 2.0, recovered=False) == []
+    both = [finding("too_few_instances", 0.7), finding("retry_storm", 0.85)]
+    assert book.observe(S, both, 2.0, 2.0, recovered=False) == []
+    evs = book.observe(S, both, 4.0, 2.0, recovered=False)
+    assert [(e.event, e.cause) for e in evs] == [("opened", "retry_storm")]
 
 
 def test_flapping_finding_does_not_open() -> None:

@@ -58,7 +58,7 @@ def test_counter_born_mid_stream_starts_from_zero() -> None:
     store.add(Sample("nv_inference_request_success", L, 40.0, 15.0), 15.0)
     born = next(s for s in store.family("nv_inference_request_success") if s.labels == L)
     assert born.born == 10.0
-    assert born.delta(0, 15) == (40.0, 15.0)  # zero before birth: the increase spans the window
+    assert born.delta(0, 15) == (40.0, 5.0)  # zero before birth: its increase over its age
     assert born.delta(10, 15) == (40.0, 5.0)
 
 

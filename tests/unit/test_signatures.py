@@ -376,9 +376,10 @@ def test_a_moderate_overload_without_timeout_counts_stays_capacity() -> None:
 
 
 def test_ingress_without_timeouts_vetoes_an_inferred_storm() -> None:
-    """With the ingress in view and no 499/504 there, amplified arrivals are a surge."""
+    """With the model's ingress in view and no 499/504 there, amplified arrivals are a surge."""
     series = _overload(extra_arrivals_rps=120)
-    series['nginx_ingress_controller_requests{namespace="prod",status="200"}'] = notation(
+    ingress = 'namespace="prod",ingress="resnet",service="resnet",status="200"'
+    series[f"nginx_ingress_controller_requests{{{ingress}}}"] = notation(
         [(20 * IV, BASE_N), (170 * IV, 24)]
     )
     assert "retry_storm" not in causes(run_engine(series, interval=IV))

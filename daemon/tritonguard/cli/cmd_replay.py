@@ -36,9 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--eval-interval",
         type=float,
-        default=5.0,
+        default=1.0,
         metavar="S",
-        help="evaluate at most every S seconds of trace time (default 5)",
+        help=(
+            "evaluate at each scrape, at most every S seconds of trace time (default 1, as the "
+            "daemon evaluates when a scrape arrives)"
+        ),
     )
     p.add_argument("--config", metavar="FILE", help="engine thresholds override (YAML/TOML)")
     p.add_argument("--stats", action="store_true", help="print replay speed to stderr")

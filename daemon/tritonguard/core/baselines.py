@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 from tritonguard.core.features import FeatureSet, SubjectKey
@@ -26,11 +26,15 @@ BASELINE_FEATURES: tuple[str, ...] = (
     "container_cpu_cores",
     "input_share",
     "output_share",
+    "compute_input_us",
+    "compute_output_us",
     "pcie_rx_bps",
     "pcie_tx_bps",
     "ingress_rate",
     "node_cpu_busy",
     "cpu_host_util",
+    "scrape_latency_us",
+    "scrape_queue_us",
 )
 
 
@@ -41,10 +45,24 @@ class Baseline:
     values: dict[str, float]
     span_s: float
     snapshots: int
+    # Median absolute deviation of each feature over the same snapshots: the noise to beat.
+    spreads: dict[str, float] = field(default_factory=dict)
 
     def get(self, name: str) -> float | None:
         """Median of one feature over the baseline period, or None if never known."""
         return self.values.get(name)
+
+    def abnormal_above(self, name: str, k: float, floor: float) -> float | None:
+        """Return the value above which ``name`` is abnormal, or None without a baseline.
+
+        Beyond the median by ``k`` robust standard deviations (1.4826 x MAD) and by at least
+        ``floor`` times the median.
+        """
+        med = self.values.get(name)
+        if med is None:
+            return None
+        sigma = 1.4826 * self.spreads.get(name, 0.0)
+        return med + max(k * sigma, (floor - 1.0) * med)
 
     def ratio(self, name: str, current: float | None, floor: float = 0.0) -> float | None:
         """Return current value over baseline; None when either is unknown or the baseline is ~0."""
@@ -136,11 +154,13 @@ class BaselineHistory:
         if span < max(self.t.baseline_min_span_s, interval):
             return None
         values: dict[str, float] = {}
+        spreads: dict[str, float] = {}
         for k, name in enumerate(BASELINE_FEATURES):
             vals = [v for s in snaps if not math.isnan(v := s.values[k])]
             if vals:
-                values[name] = median(vals)
-        return Baseline(values, span, len(snaps))
+                values[name] = mid = median(vals)
+                spreads[name] = median(abs(v - mid) for v in vals)
+        return Baseline(values, span, len(snaps), spreads)
 
 
 def _known(value: object) -> float:

@@ -8,17 +8,17 @@ computed here, once per subject and evaluation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritonguard.core.baselines import BaselineHistory
-from tritonguard.core.births import birth_of, early_span
+from tritonguard.core.births import birth_of, compute_tail, early_span
 from tritonguard.core.features import FeatureReader, SubjectKey
 from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
 from tritonguard.core.recurrence import find_spikes, per_scrape_ratio
 from tritonguard.core.reload_signs import reload_events
 from tritonguard.core.signatures.context import Context
-from tritonguard.core.symptoms import is_shedding, symptom_of
+from tritonguard.core.symptoms import fast_symptom, is_shedding, symptom_of
 from tritonguard.core.thresholds import Thresholds
 
 
@@ -32,6 +32,8 @@ class Derived:
     """One subject's context, and what the engine needs besides the signatures' findings."""
 
     ctx: Context
+    # The short window's context when its newest scrapes are abnormal (the fast path).
+    fast: Context | None
     # Within its first executions after a birth: not yet a sample of healthy behaviour.
     in_birth: bool
     # The symptom is gone and the server is not shedding: resolution is allowed.
@@ -63,6 +65,16 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
     )
     recent = [v for at, v in per_scrape if at > now - f.window_s + 0.1 * f.interval_s]
     symptom = symptom_of(f, base, t, recent)
+    per_scrape_queue = per_scrape_ratio(
+        reader.series("nv_inference_queue_duration_us", key),
+        reader.series("nv_inference_request_success", key),
+        now - max(f.window_s, (t.fast_scrapes + 1) * f.interval_s),
+        now,
+    )
+    if per_scrape and per_scrape[-1][0] >= now - 1.5 * f.interval_s:
+        f.scrape_latency_us = per_scrape[-1][1]
+    if per_scrape_queue and per_scrape_queue[-1][0] >= now - 1.5 * f.interval_s:
+        f.scrape_queue_us = per_scrape_queue[-1][1]
     spikes = find_spikes(
         per_scrape, t.spike_factor, merge_s=max(t.burst_merge_s, 1.5 * f.interval_s)
     )
@@ -77,6 +89,50 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         birth=birth,
         latency_spikes=spikes,
         reload_events=reload_events(reader, key, now, t),
+        scrape_queue=[
+            v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s
+        ],
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
-    return Derived(ctx, in_birth, recovered=not symptom.up and not is_shedding(f, t))
+    fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
+    recovered = not symptom.up and not is_shedding(f, t)
+    return Derived(ctx, fast, in_birth, recovered=recovered)
+
+
+def _compute_tail_now(
+    reader: FeatureReader, key: SubjectKey, now: float, interval: float
+) -> float | None:
+    """Return per-request compute p99 / p50 at the newest scrape, or None without summaries."""
+    tail = compute_tail(
+        reader.series("nv_inference_compute_infer_summary_us", key), now - 1.5 * interval, now
+    )
+    return None if tail is None else tail[0] / tail[1]
+
+
+def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points it came from
+    reader: FeatureReader,
+    key: SubjectKey,
+    ctx: Context,
+    per_scrape: list[tuple[float, float]],
+    per_scrape_queue: list[tuple[float, float]],
+    t: Thresholds,
+) -> Context | None:
+    """Return the short window's context when its newest scrapes are abnormal, else None.
+
+    Only where the short window is shorter than the full one (scrapes faster than a quarter
+    of ``rate_window_s``): at coarser scrapes the full window already spans few scrapes.
+    """
+    f, base = ctx.features, ctx.baseline
+    span = t.fast_scrapes * f.interval_s
+    if base is None or span >= f.window_s:
+        return None
+    horizon = ctx.now - (t.fast_scrapes + 0.5) * f.interval_s
+    latency = [v for at, v in per_scrape if at > horizon]
+    queue = [v for at, v in per_scrape_queue if at > horizon]
+    symptom = fast_symptom(latency, queue, base, t)
+    if symptom is None:
+        return None
+    short = reader.compute(key, window=span)
+    if short.request_rate is None or short.request_rate * span < t.min_requests:
+        return None
+    return replace(ctx, features=short, symptom=symptom, scrape_queue=queue)

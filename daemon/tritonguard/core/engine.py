@@ -9,7 +9,7 @@ from typing import Any
 from tritonguard.core.baselines import Baseline, BaselineHistory
 from tritonguard.core.derive import derive, subject_of
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
-from tritonguard.core.findings import Finding, IncidentEvent, Subject
+from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
 from tritonguard.core.incidents import IncidentBook
 from tritonguard.core.model_config import ModelConfig, parse_model_config
 from tritonguard.core.samples import Sample
@@ -182,6 +182,13 @@ class Engine:
             return []
         ctx = derived.ctx
         findings = [res for sig in SIGNATURES.values() if (res := sig(ctx)) is not None]
+        if derived.fast is not None and not ctx.symptom.sustained:
+            # The newest scrapes show the shift before the full window does: read the causes
+            # on the short window until the full one confirms (or a stronger cause replaces).
+            fast = derived.fast
+            findings = _strongest(
+                findings, [res for sig in SIGNATURES.values() if (res := sig(fast)) is not None]
+            )
         subject, f = ctx.subject, ctx.features
         self.last_diagnoses[key] = Diagnosis(
             subject, f, ctx.baseline, findings, ctx.symptom.reasons, derived.recovered
@@ -196,3 +203,14 @@ class Engine:
         )
         self.history.remember(key, now, f, healthy)
         return self.book.observe(subject, findings, now, f.interval_s, recovered=derived.recovered)
+
+
+def _strongest(*groups: list[Finding]) -> list[Finding]:
+    """Return one finding per cause, the most confident of the groups, in catalogue order."""
+    best: dict[str, Finding] = {}
+    for group in groups:
+        for finding in group:
+            held = best.get(finding.cause)
+            if held is None or finding.confidence > held.confidence:
+                best[finding.cause] = finding
+    return sorted(best.values(), key=lambda x: CAUSES.index(x.cause))

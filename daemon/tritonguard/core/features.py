@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
@@ -11,6 +12,46 @@ from tritonguard.core.targets import target_of
 from tritonguard.core.thresholds import Thresholds
 
 SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
+
+
+def workload_of(pod: str) -> str:
+    """Return a pod's workload name: without a ReplicaSet hash and pod suffix, or an ordinal."""
+    parts = pod.split("-")
+    if len(parts) >= 3 and re.fullmatch(r"[a-z0-9]{5}", parts[-1]):
+        return "-".join(parts[:-2])  # Deployment: <name>-<replicaset hash>-<pod suffix>
+    if len(parts) >= 2 and parts[-1].isdigit():
+        return "-".join(parts[:-1])  # StatefulSet: <name>-<ordinal>
+    return pod
+
+
+def serves(labels: Labels, ns: str, model: str, pod: str) -> bool:
+    """Return whether an ingress or HPA series is about this model or its pod's workload.
+
+    Matched on the series' own model, path, ingress, service or HPA name; never on the
+    namespace alone, which would give every model of a namespace another model's 504s.
+    """
+    if ns and label(labels, "namespace") not in ("", ns):
+        return False
+    if label(labels, "model"):
+        return label(labels, "model") == model
+    path = label(labels, "path")
+    if model and f"/models/{model}" in path:
+        return True
+    names = " ".join(
+        label(labels, k) for k in ("ingress", "service", "horizontalpodautoscaler")
+    ).strip()
+    if not names:
+        return False
+    wanted = {model.lower(), workload_of(pod).lower()} - {""}
+    have = {label(labels, k).lower() for k in ("ingress", "service", "horizontalpodautoscaler")}
+    if wanted & have:
+        return True
+    # A name made of the model's own words ("triton-resnet50-svc" for resnet50).
+    return bool(model) and _tokens(model) <= _tokens(names)
 
 
 def _names_a_pod(labels: Labels) -> bool:
@@ -69,6 +110,10 @@ class FeatureSet:
     hpa_desired: float | None = None
     hpa_current: float | None = None
     load_duration_s: float | None = None
+    # The newest scrape's own mean latency and queue time (Δ over one scrape interval): the
+    # baseline keeps their healthy spread, which the fast path compares new scrapes against.
+    scrape_latency_us: float | None = None
+    scrape_queue_us: float | None = None
 
     def as_dict(self) -> dict[str, float | bool | None]:
         """Return the values by name (for evidence, verify steps and the diagnose report)."""
@@ -90,6 +135,8 @@ class FeatureReader:
         self.now = now
         self._index: dict[str, dict[SubjectKey, list[Series]]] = {}
         self._aggregates: set[SubjectKey] = set()
+        # The model whose features are being computed for a (namespace, pod).
+        self._model_of: dict[tuple[str, str], str] = {}
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""
@@ -293,6 +340,7 @@ class FeatureReader:
             f.failure_backend = by["backend"] if by["backend"] is not None else zero
             f.failure_other = by["other"] if by["other"] is not None else zero
 
+        self._model_of[(ns, pod)] = key[2]
         self._pod_signals(f, ns, pod, start=start, end=end, max_age=max_age)
         load = self.series("nv_model_load_duration_secs", key)
         f.load_duration_s = self.latest_max(load, max_age)
@@ -343,33 +391,33 @@ class FeatureReader:
             f.throttled_ratio = _div(throttled[0], periods[0])
         f.node_cpu_busy = self._node_cpu_busy(ns, pod, start, end)
 
+        model = self._model_of.get((ns, pod), "")
         ingress = [
             s
             for s in self.store.family("nginx_ingress_controller_requests")
-            if not ns or label(s.labels, "namespace") in ("", ns)
+            if serves(s.labels, ns, model, pod)
         ]
         if ingress:
             f.ingress_rate = self.rate(ingress, start, end)
-            f.ingress_timeout_rate = self.rate(
-                [s for s in ingress if label(s.labels, "status") in ("499", "504", "408")],
-                start,
-                end,
-            )
+            timeouts = [s for s in ingress if label(s.labels, "status") in ("499", "504", "408")]
+            # gRPC reports failures in trailers: an ingress counts a gRPC storm's requests as
+            # 200s, so its lack of timeouts is no evidence either way.
+            grpc = any("grpc" in label(s.labels, "path").lower() for s in ingress)
+            # ingress-nginx adds a status series at its first request: none yet is zero.
+            if timeouts:
+                f.ingress_timeout_rate = self.rate(timeouts, start, end)
+            elif not grpc:
+                f.ingress_timeout_rate = 0.0
             f.ingress_error_rate = self.rate(
                 [s for s in ingress if label(s.labels, "status").startswith("5")], start, end
             )
-        hpa_d = [
-            s
-            for s in self.store.family("kube_horizontalpodautoscaler_status_desired_replicas")
-            if label(s.labels, "namespace") in ("", ns)
-        ]
-        hpa_c = [
-            s
-            for s in self.store.family("kube_horizontalpodautoscaler_status_current_replicas")
-            if label(s.labels, "namespace") in ("", ns)
-        ]
-        f.hpa_desired = self.latest_sum(hpa_d, max_age)
-        f.hpa_current = self.latest_sum(hpa_c, max_age)
+        f.hpa_desired = self.latest_sum(self._hpa("desired", ns, model, pod), max_age)
+        f.hpa_current = self.latest_sum(self._hpa("current", ns, model, pod), max_age)
+
+    def _hpa(self, which: str, ns: str, model: str, pod: str) -> list[Series]:
+        """HPA series of the workload serving ``model`` on ``pod`` (by name), not the namespace's."""
+        name = f"kube_horizontalpodautoscaler_status_{which}_replicas"
+        return [s for s in self.store.family(name) if serves(s.labels, ns, model, pod)]
 
     def _node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
         node_cpu = list(self.store.family("node_cpu_seconds_total"))

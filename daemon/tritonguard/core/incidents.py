@@ -150,7 +150,13 @@ class IncidentBook:
             for c in st.candidates.values()
             if c.evaluations >= need and now - c.since >= hold
         ]
-        return max(held, key=_rank) if held else None
+        if not held:
+            return None
+        best = max(held, key=_rank)
+        # A stronger reading forming now waits out its hold rather than let a weaker one that
+        # happened to appear a scrape earlier open first (an overload becoming a retry storm).
+        forming = max((c.last for c in st.candidates.values()), key=_rank)
+        return best if forming.cause == best.cause else None
 
     def forget(self, subject: Subject, now: float) -> list[IncidentEvent]:
         """Close the incident of a subject that vanished for longer than the retention."""

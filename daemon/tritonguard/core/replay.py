@@ -39,14 +39,15 @@ def check_eval_interval(eval_interval_s: float) -> float:
 
 
 def drive(
-    engine: Engine, samples: Iterable[Sample], *, eval_interval_s: float = 5.0
+    engine: Engine, samples: Iterable[Sample], *, eval_interval_s: float = 1.0
 ) -> Iterator[tuple[float, list[IncidentEvent]]]:
     """Feed samples in timestamp order; evaluate at most every ``eval_interval_s`` of trace time.
 
     Samples must carry timestamps. Evaluation happens after each timestamp group that crosses the
-    next evaluation time, so a trace scraped every 30 s is evaluated at each scrape and one
-    scraped every 2 s every ``eval_interval_s``. Samples given as ``InTimeOrder`` are streamed;
-    any others are sorted first (stably: samples of one timestamp keep their order).
+    next evaluation time: with the default of one second, at every scrape, as the daemon
+    evaluates when a scrape arrives (targets scraped within the same second count as one).
+    Samples given as ``InTimeOrder`` are streamed; any others are sorted first (stably:
+    samples of one timestamp keep their order).
     """
     check_eval_interval(eval_interval_s)
     ordered: Iterable[Sample] = (

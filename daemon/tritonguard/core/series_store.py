@@ -127,8 +127,10 @@ class Series:
         # Anchor on the newest point at or before `start`, so consecutive windows tile exactly.
         i = self.at_or_before(start)
         if i < 0 and self.born is not None:
-            # Born inside the window: it was zero before birth, so its increase spans the window.
-            return self.values[j] - self.values[0], self.times[j] - start
+            # Born inside the window: it was zero before birth and has existed only since, so
+            # its increase is over its age: a model born at onset that is fully busy reads
+            # fully busy, not half busy over a window it spent half of not existing.
+            return self.values[j] - self.values[0], self.times[j] - self.times[0]
         i = max(i, 0)
         if i >= j:
             return None

@@ -26,44 +26,44 @@ class Symptom:
 def symptom_of(
     f: FeatureSet, base: Baseline | None, t: Thresholds, recent: list[float] | None = None
 ) -> Symptom:
-    """Tail latency or queue time up against the model's own baseline or an SLO.
+    """Tail latency or queue time up against the subject's own baseline, or an SLO.
 
-    ``recent`` holds the per-scrape mean latencies inside the current window.
+    Noise-aware and scale-free: a window's mean latency, p99 or queue time is up when it
+    exceeds the baseline's median by ``noise_k`` robust standard deviations of the baseline's
+    own per-window values and by ``shift_floor`` of that median, with at least
+    ``min_requests`` requests in the window. Queue time is measured against the baseline's
+    latency, not its (often near-zero) queue. Without a baseline, requests that wait longer
+    than they compute are a symptom at any scale. ``recent`` holds the per-scrape mean
+    latencies inside the current window, for the sustained check.
     """
     reasons: list[str] = []
     lat_r = p99_r = q_r = None
-    if base is not None:
-        lat_r = base.ratio("mean_latency_us", f.mean_latency_us)
+    enough = f.request_rate is not None and f.request_rate * f.window_s >= t.min_requests
+    if base is not None and enough:
         base_lat = base.get("mean_latency_us")
-        if (
-            lat_r is not None
-            and base_lat is not None
-            and f.mean_latency_us is not None
-            and lat_r >= t.symptom_latency_ratio
-            and f.mean_latency_us - base_lat >= t.symptom_min_increase_us
-        ):
+        lat_r = base.ratio("mean_latency_us", f.mean_latency_us)
+        above = base.abnormal_above("mean_latency_us", t.noise_k, t.shift_floor)
+        if lat_r is not None and above is not None and (f.mean_latency_us or 0) > above:
             reasons.append(f"mean latency {lat_r:.1f}x baseline")
         p99_r = base.ratio("p99_us", f.p99_us)
-        base_p99 = base.get("p99_us")
-        if (
-            p99_r is not None
-            and base_p99 is not None
-            and f.p99_us is not None
-            and p99_r >= t.symptom_p99_ratio
-            and f.p99_us - base_p99 >= t.symptom_min_increase_us
-        ):
+        above = base.abnormal_above("p99_us", t.noise_k, t.p99_floor)
+        if p99_r is not None and above is not None and (f.p99_us or 0) > above:
             reasons.append(f"p99 {p99_r:.1f}x baseline")
-        q_r = base.ratio("mean_queue_us", f.mean_queue_us, floor=100.0)
-        base_q = base.get("mean_queue_us") or 0.0
-        if (
-            q_r is not None
-            and f.mean_queue_us is not None
-            and q_r >= t.symptom_latency_ratio
-            and f.mean_queue_us - base_q >= t.symptom_min_increase_us
-        ):
-            reasons.append(f"queue time {q_r:.1f}x baseline")
-    elif f.mean_queue_us is not None and f.mean_queue_us >= t.no_baseline_queue_us:
-        reasons.append(f"queue time {f.mean_queue_us / 1000:.0f} ms with no healthy history")
+        base_q = base.get("mean_queue_us")
+        if base_q is not None and base_lat and f.mean_queue_us is not None:
+            sigma = 1.4826 * base.spreads.get("mean_queue_us", 0.0)
+            rise = f.mean_queue_us - base_q
+            q_r = (base_q + rise) / max(base_q, 1.0)
+            if rise > max(t.noise_k * sigma, (t.shift_floor - 1.0) * base_lat):
+                reasons.append(
+                    f"queue time up {rise / base_lat:.0%} of the baseline latency "
+                    f"({f.mean_queue_us / 1000:.1f} ms)"
+                )
+    elif base is None and enough and (f.queue_share or 0.0) > 0.5:
+        reasons.append(
+            f"requests wait longer than they compute ({f.queue_share or 0:.0%} of request "
+            "time queued) with no healthy history"
+        )
     if t.slo_p99_us is not None and f.p99_us is not None and f.p99_us > t.slo_p99_us:
         reasons.append(f"p99 {f.p99_us / 1000:.0f} ms over SLO {t.slo_p99_us / 1000:.0f} ms")
     if (
@@ -77,11 +77,42 @@ def symptom_of(
     if sustained and recent and base_lat:
         # Two thirds of the window's scrapes must be slow: spikes in every other scrape (reload
         # churn) lift the mean and even the median, but not the lower tercile.
-        low = lower_tercile(recent)
-        sustained = (
-            low >= t.sustained_ratio * base_lat and low - base_lat >= t.sustained_min_increase_us
-        )
+        sustained = lower_tercile(recent) >= t.sustained_ratio * base_lat
     return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
+
+
+def fast_symptom(
+    latency: list[float], queue: list[float], base: Baseline, t: Thresholds
+) -> Symptom | None:
+    """Return the short window's symptom when most of the newest scrapes are abnormal.
+
+    ``latency`` and ``queue`` are the newest scrapes' own mean latency and queue time. A scrape
+    is abnormal beyond the baseline's own per-scrape spread (``Baseline.abnormal_above``);
+    ``fast_abnormal`` of ``fast_scrapes`` must be, the newest among them, so a shift that
+    has already passed does not open anything. None when the baseline has no per-scrape
+    history or the short window is not abnormal.
+    """
+    reasons = []
+    ratios: dict[str, float | None] = {"latency": None, "queue": None}
+    for what, points, name in (
+        ("latency", latency, "scrape_latency_us"),
+        ("queue", queue, "scrape_queue_us"),
+    ):
+        limit = base.abnormal_above(name, t.noise_k, t.shift_floor)
+        med = base.get(name)
+        if limit is None or not med or len(points) < t.fast_scrapes:
+            continue
+        newest = points[-t.fast_scrapes :]
+        above = sum(1 for v in newest if v > limit)
+        if above >= t.fast_abnormal and newest[-1] > limit:
+            ratios[what] = sorted(newest)[len(newest) // 2] / med
+            reasons.append(
+                f"{what} up in {above} of the last {len(newest)} scrapes "
+                f"({ratios[what]:.1f}x the baseline's per-scrape median)"
+            )
+    if not reasons:
+        return None
+    return Symptom(True, tuple(reasons), True, ratios["latency"], None, ratios["queue"])
 
 
 def lower_tercile(values: list[float]) -> float:

@@ -32,21 +32,65 @@ class Thresholds(BaseModel):
     baseline_min_span_s: float = Field(30.0, description="Minimum healthy history for a baseline.")
     baseline_gap_windows: float = Field(1.0, description="Recent windows excluded from baseline.")
 
-    # Symptom gate: tail latency or queue time up against the baseline or an SLO.
-    symptom_latency_ratio: float = Field(1.6, description="Mean latency vs baseline.")
-    symptom_p99_ratio: float = Field(1.8, description="p99 (summary) vs baseline.")
-    symptom_min_increase_us: float = Field(3000.0, description="Ignore sub-3 ms wobbles.")
-    sustained_ratio: float = Field(
-        1.3, description="Median per-scrape latency vs baseline for a lasting (not spiky) symptom."
+    # Symptom gate: tail latency or queue time up against the baseline or an SLO. The gate is
+    # noise-aware (noise_k, below) and scale-free: every bar is relative to the subject's own
+    # baseline, so a sub-millisecond model and a 300 ms generative one are judged alike.
+    p99_floor: float = Field(
+        1.5,
+        description=(
+            "A p99 (summary) counts as up from this factor of its baseline: Triton's summaries "
+            "slide over minutes, so a single slow batch lifts p99 far more than the mean."
+        ),
     )
-    sustained_min_increase_us: float = Field(
-        1000.0, description="...and at least this much higher."
+    min_requests: float = Field(
+        20.0,
+        description=(
+            "A window needs at least this many requests for its mean to be judged: fewer make "
+            "one slow request a 'shift'."
+        ),
+    )
+    sustained_ratio: float = Field(
+        1.3,
+        description=(
+            "Lower tercile of per-scrape latency vs baseline for a lasting (not spiky) symptom."
+        ),
+    )
+    # The fast path: the newest scrapes against the baseline's own per-scrape spread.
+    fast_scrapes: int = Field(
+        4,
+        ge=2,
+        description=(
+            "The short window is this many of the newest scrapes: at a 2 s scrape, 8 s of "
+            "data, against the full window's 30 s."
+        ),
+    )
+    fast_abnormal: int = Field(
+        3,
+        ge=1,
+        description=(
+            "Of those, this many must be abnormal: one slow scrape is a hiccup, three out of "
+            "four is a shift."
+        ),
+    )
+    noise_k: float = Field(
+        4.0,
+        description=(
+            "A scrape is abnormal beyond the baseline's median plus this many robust standard "
+            "deviations (1.4826 x MAD of its healthy per-scrape values). For noise near "
+            "normal one scrape passes 4 sigma about once in 30 000, three of four about once "
+            "in 10^13 evaluations: no false alarm across a large fleet."
+        ),
+    )
+    shift_floor: float = Field(
+        1.25,
+        description=(
+            "...and by at least this factor of its median: a model so steady that its spread "
+            "is near zero still needs a quarter more latency (a shift batching and traffic "
+            "variation do not produce in a healthy model) to count as abnormal."
+        ),
     )
     slo_p99_us: float | None = Field(None, description="Optional absolute p99 SLO (µs).")
     slo_mean_us: float | None = Field(None, description="Optional absolute mean latency SLO (µs).")
-    no_baseline_queue_us: float = Field(
-        50_000.0, description="Without a baseline, mean queue time this high is a symptom."
-    )
 
     # Shared cause evidence.
     queue_share_high: float = Field(0.4, description="Queue share of request time that is high.")
@@ -62,6 +106,14 @@ class Thresholds(BaseModel):
     input_share_high: float = Field(0.3, description="compute_input(+output) share of compute.")
     copy_share_growth: float = Field(3.0, description="Copy share vs baseline that is growth.")
     copy_explains: float = Field(0.3, description="Share of the latency rise that copies explain.")
+    batching_steady: float = Field(
+        0.5,
+        description=(
+            "A batcher's wait is steady: the quietest scrape of the window queues at least "
+            "this share of the median scrape. Poisson arrivals move a scrape's mean wait by "
+            "well under half; a reload or spike leaves normal scrapes between bursts."
+        ),
+    )
     queue_delay_match_low: float = Field(
         0.25, description="Queue time / max_queue_delay lower bound."
     )
@@ -106,8 +158,16 @@ class Thresholds(BaseModel):
     # Incidents.
     open_confidence: float = Field(0.55, description="Confidence needed to open an incident.")
     close_confidence: float = Field(0.35, description="Below this a finding no longer holds.")
-    hold_s: float = Field(10.0, description="A finding must hold this long before opening.")
-    hold_evaluations: int = Field(2, description="...over at least this many evaluations.")
+    hold_s: float = Field(
+        0.0,
+        description=(
+            "A finding must hold this long before opening, besides hold_evaluations (0: the "
+            "consecutive evaluations alone decide, at whatever scrape interval)."
+        ),
+    )
+    hold_evaluations: int = Field(
+        2, description="A finding must hold over this many consecutive evaluations."
+    )
     hold_single_scrape_s: float = Field(
         15.0,
         description="At scrape intervals this long one evaluation holds: its window spans 2 scrapes.",

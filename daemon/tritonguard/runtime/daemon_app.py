@@ -156,6 +156,8 @@ class DaemonApp:
         self._models: dict[str, set[str]] = {}
         self._configs_known: set[tuple[str, str]] = set()
         self._config_wanted = asyncio.Event()
+        # Set by a source poll that brought samples: the evaluator runs on it.
+        self._scraped = asyncio.Event()
         self._log = get_logger("tritonguard.daemon")
 
     # ---- construction ---------------------------------------------------------------------
@@ -280,13 +282,20 @@ class DaemonApp:
     async def _source_loop(self, source: Source) -> None:
         while not self.supervisor.stopping.is_set():
             started = time.monotonic()
-            await self.poll(source)
+            result = await self.poll(source)
+            if result.samples:
+                self._scraped.set()
             await self._sleep(source.interval_s - (time.monotonic() - started))
 
     async def _evaluator_loop(self) -> None:
+        # Evaluate when new samples arrive (the fast path needs every scrape), at most every
+        # evaluation_min_gap_s with many targets, and at least every evaluation_interval_s so
+        # staleness is noticed when nothing arrives.
         interval = self.settings.evaluation_interval_s
+        gap = min(self.settings.evaluation_min_gap_s, interval)
         while not self.supervisor.stopping.is_set():
             started = time.monotonic()
+            self._scraped.clear()
             events = self.evaluate()
             if events:
                 self._want_configs()
@@ -294,7 +303,10 @@ class DaemonApp:
                 leadership = self._playbooks.leadership()
                 self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
             await self.dispatch(events, self.engine.last_evaluated or self.clock())
-            await self._sleep(interval - (time.monotonic() - started))
+            await self._sleep(gap - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, interval - (time.monotonic() - started))):
+                    await self._scraped.wait()
 
     async def _playbooks_loop(self) -> None:
         # Runs until shutdown, then drains inside this task's grace: in-flight actions finish.

@@ -5,6 +5,23 @@ from __future__ import annotations
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
 
+# Scrapes needed to judge whether queueing is steady; fewer (coarse scrapes) leave it unknown.
+STEADY_MIN_SCRAPES = 3
+
+
+def queue_steadiness(per_scrape: list[float]) -> float | None:
+    """Return the lowest scrape's queue time over the median scrape's, or None with too few.
+
+    A dynamic batcher waiting for batches that do not fill holds every request up to its
+    delay, every scrape alike; reloads and spikes queue in bursts between normal scrapes.
+    """
+    if len(per_scrape) < STEADY_MIN_SCRAPES:
+        return None
+    ordered = sorted(per_scrape)
+    mid = ordered[len(ordered) // 2]
+    return ordered[0] / mid if mid > 0 else None
+
+
 CAUSE = "batching_delay"
 
 
@@ -27,7 +44,17 @@ def check(ctx: Context) -> Finding | None:
         and f.pending_change > 4 * max(f.pending or 0, 1)
     ):
         return None  # a growing backlog is not a batcher waiting
-    conf = 0.6
+    b = ctx.baseline
+    slower = b.ratio("compute_per_exec_us", f.compute_per_exec_us) if b else None
+    if slower is not None and slower >= t.compute_inflation:
+        return None  # requests wait behind slower executions (reloads, contention), not a timer
+    tail = ctx.compute_tail
+    if tail is not None and tail >= t.cold_tail_ratio:
+        return None  # cold-like executions in view: a reload's queue, not a batcher's
+    steady = queue_steadiness(ctx.scrape_queue)
+    if steady is not None and steady < t.batching_steady:
+        return None  # queueing in bursts (reloads, spikes) is not a batcher's steady wait
+    conf = 0.6 if steady is not None else 0.45
     ev = symptom_evidence(ctx)
     ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "compute per exec × exec rate")
     if count:

@@ -28,6 +28,11 @@ class Context:
     birth: Birth | None
     latency_spikes: Recurrence | None
     reload_events: list[tuple[float, str]] = field(default_factory=list)
+    # Each scrape's own mean queue time within the window, oldest first.
+    scrape_queue: list[float] = field(default_factory=list)
+    # Per-request compute p99 over p50 (summaries) now: cold-like executions in the last
+    # minute stand out there even when a coarse scrape dilutes them in the mean.
+    compute_tail: float | None = None
 
     def ev(
         self, value: float | None, unit: str, what: str, window_s: float | None = None

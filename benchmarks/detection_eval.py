@@ -1,0 +1,182 @@
+"""Score the engine on labelled traces: right, wrong or silent, and time to diagnosis, per variant.
+
+``python -m benchmarks.detection_eval [DIR ...] [--variants native,10s,30s,triton-only]``
+
+Each trace ``NAME.om.gz`` needs ``NAME.labels.json`` (as the fault lab records them: ``cause``
+or null for a healthy control, ``model``, ``onset``). A fault trace is *right* when the first
+incident on its model is its cause, opened at or after the onset; *wrong* when the first is
+another cause or opens before the onset; *silent* when nothing opens. A healthy trace is right
+when nothing opens on its model. Variants resample or strip the trace the way other servers
+would show the same run: a coarser scrape interval, Triton's own series only, no summaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.replay import drive
+from tritonguard.core.samples import Sample
+from tritonguard.sources.replay import load_trace
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces"
+
+Variant = Callable[[list[Sample]], list[Sample]]
+
+
+def resampled(interval: float) -> Variant:
+    """Keep the scrapes a Prometheus scraping every ``interval`` seconds would have kept."""
+
+    def apply(samples: list[Sample]) -> list[Sample]:
+        ordered = sorted(samples, key=lambda s: s.timestamp or 0.0)
+        keep: set[int] = set()
+        nxt: float | None = None
+        for t in sorted({round(s.timestamp or 0.0) for s in ordered}):
+            if nxt is None or t >= nxt:
+                keep.add(t)
+                nxt = t + interval
+        return [s for s in ordered if round(s.timestamp or 0.0) in keep]
+
+    return apply
+
+
+def triton_only(samples: list[Sample]) -> list[Sample]:
+    """Drop every exporter but Triton's own (no DCGM, cAdvisor, node, kube-state, ingress)."""
+    return [s for s in samples if s.name.startswith("nv_")]
+
+
+def no_summaries(samples: list[Sample]) -> list[Sample]:
+    """Drop Triton's summary latencies (its default: summaries are opt-in)."""
+    return [s for s in samples if "_summary_us" not in s.name]
+
+
+VARIANTS: dict[str, Variant] = {
+    "native": lambda s: s,
+    "10s": resampled(10.0),
+    "15s": resampled(15.0),
+    "30s": resampled(30.0),
+    "triton-only": triton_only,
+    "no-summaries": no_summaries,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """How the engine did on one trace under one variant."""
+
+    trace: str
+    variant: str
+    expected: str | None
+    verdict: str  # right | wrong | silent | false-alarm
+    got: str | None
+    delay_s: float | None
+
+    def line(self) -> str:
+        """Return the table row."""
+        delay = "" if self.delay_s is None else f"{self.delay_s:+.0f}s"
+        return (
+            f"| {self.trace} | {self.variant} | {self.expected or 'healthy'} | {self.verdict} | "
+            f"{self.got or '-'} | {delay} |"
+        )
+
+
+DEADLINE_S = 60.0
+
+
+def score(
+    name: str,
+    directory: Path,
+    variant: str,
+    config: EngineConfig | None = None,
+    eval_interval_s: float = 1.0,
+) -> Score:
+    """Replay one trace under one variant and judge the first incident on its model."""
+    label = json.loads((directory / f"{name}.labels.json").read_text())
+    samples = VARIANTS[variant](list(load_trace(directory / f"{name}.om.gz")))
+    engine = Engine(config or EngineConfig())
+    events: list[IncidentEvent] = []
+    for _, evs in drive(engine, samples, eval_interval_s=eval_interval_s):
+        events.extend(evs)
+    model, cause = label["model"], label.get("cause")
+    onset = float(label.get("onset") or 0.0)
+    opened = [e for e in events if e.event == "opened" and e.subject.model == model]
+    if cause is None:
+        verdict = "false-alarm" if opened else "right"
+        first = opened[0] if opened else None
+        return Score(name, variant, None, verdict, first.cause if first else None, None)
+    if not opened:
+        return Score(name, variant, cause, "silent", None, None)
+    first = opened[0]
+    if first.cause != cause or first.at < onset:
+        return Score(name, variant, cause, "wrong", first.cause, first.at - onset)
+    interval = float(label.get("scrape_interval_s") or 0.0)
+    stretched = {"10s": 10.0, "15s": 15.0, "30s": 30.0}.get(variant, interval)
+    late = first.at - onset > DEADLINE_S + max(interval, stretched)
+    return Score(name, variant, cause, "late" if late else "right", first.cause, first.at - onset)
+
+
+def traces(directories: Iterable[Path]) -> list[tuple[str, Path]]:
+    """Return (name, directory) of every labelled trace in ``directories``."""
+    out = []
+    for directory in directories:
+        for path in sorted(directory.glob("*.labels.json")):
+            out.append((path.name.removesuffix(".labels.json"), directory))
+    return out
+
+
+def summary(scores: list[Score]) -> str:
+    """Return counts and delay percentiles of the right diagnoses, per variant."""
+    lines = []
+    for variant in sorted({s.variant for s in scores}):
+        mine = [s for s in scores if s.variant == variant]
+        counts = {
+            v: sum(1 for s in mine if s.verdict == v) for v in ("right", "late", "wrong", "silent")
+        }
+        alarms = sum(1 for s in mine if s.verdict == "false-alarm")
+        delays = sorted(s.delay_s for s in mine if s.verdict == "right" and s.delay_s is not None)
+        med = statistics.median(delays) if delays else None
+        p90 = delays[min(len(delays) - 1, int(0.9 * len(delays)))] if delays else None
+        lines.append(
+            f"{variant}: {counts['right']}/{len(mine)} right, {counts['late']} late, "
+            f"{counts['wrong']} wrong, "
+            f"{counts['silent']} silent, {alarms} false alarms; delay median "
+            f"{'-' if med is None else f'{med:.0f}s'}, p90 {'-' if p90 is None else f'{p90:.0f}s'}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table and the summary."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.detection_eval", description=__doc__)
+    p.add_argument("dirs", nargs="*", type=Path, default=[FIXTURES])
+    p.add_argument("--variants", default="native,10s,30s,triton-only,no-summaries")
+    p.add_argument(
+        "--eval-interval",
+        type=float,
+        default=1.0,
+        help="evaluate at each scrape, at most every S seconds of trace time (as replay does)",
+    )
+    args = p.parse_args(argv)
+    config = EngineConfig()
+    scores = [
+        score(name, directory, variant, config, args.eval_interval)
+        for name, directory in traces(args.dirs)
+        for variant in args.variants.split(",")
+    ]
+    print("| trace | variant | cause | verdict | first incident | onset → opened |")
+    print("|---|---|---|---|---|---|")
+    for s in scores:
+        print(s.line())
+    print()
+    print(summary(scores))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
