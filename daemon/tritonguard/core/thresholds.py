@@ -154,6 +154,23 @@ class Thresholds(BaseModel):
     period_min_spikes: int = Field(3, description="Spikes needed to call them periodic.")
     period_max_cv: float = Field(0.35, description="Spacing variation allowed for a period.")
     reload_min_events: int = Field(2, description="Reload signs needed at steady traffic.")
+    reload_burst_compute: float = Field(
+        2.0,
+        description=(
+            "A scrape whose compute per execution is this many times the model's median, with "
+            "its latency spiking, is a reload sign (cold executions in a model already "
+            "serving): a cold load costs seconds where warm executions take milliseconds, and "
+            "even diluted in a 5-10 s scrape it doubles the scrape's compute."
+        ),
+    )
+    reload_burst_max_s: float = Field(
+        60.0,
+        description=(
+            "The longest burst of cold executions that reads as a reload: a model is warm "
+            "after its first executions (seconds to tens of seconds for heavy models), while "
+            "contention or lost capacity slows scrapes until it is removed."
+        ),
+    )
 
     # Incidents.
     open_confidence: float = Field(0.55, description="Confidence needed to open an incident.")

@@ -1,0 +1,51 @@
+"""Cold-execution bursts: a reload that keeps its counters is still seen, contention is not."""
+
+from __future__ import annotations
+
+from tritonguard.core.reload_signs import cold_bursts
+from tritonguard.core.series_store import Series
+from tritonguard.core.thresholds import Thresholds
+
+_LABELS = (("model", "m"),)
+
+
+def _counter(name: str, increments: list[float]) -> Series:
+    s = Series(name=name, labels=_LABELS, counter=True)
+    total = 0.0
+    s.add(0.0, total)
+    for k, inc in enumerate(increments, start=1):
+        total += inc
+        s.add(5.0 * k, total)
+    return s
+
+
+def _bursts(per_exec_us: list[float]) -> list[float]:
+    n = len(per_exec_us)
+    succ = _counter("nv_inference_request_success", [20.0] * n)
+    comp = _counter("nv_inference_compute_infer_duration_us", [20.0 * v for v in per_exec_us])
+    # Latency per request follows compute plus a fixed 2 ms of queue and network.
+    lat = _counter("nv_inference_request_duration_us", [20.0 * (v + 2000.0) for v in per_exec_us])
+    return cold_bursts([comp], [succ], [lat], horizon=-1.0, now=5.0 * n, t=Thresholds())
+
+
+def test_a_short_burst_of_cold_executions_that_ended_is_a_reload_sign() -> None:
+    """Two scrapes at 20x the warm compute, then warm again, give one sign at the burst start."""
+    warm = [1000.0] * 10
+    assert _bursts([*warm, 20000.0, 20000.0, *warm]) == [55.0]
+
+
+def test_a_burst_still_running_is_not_yet_a_sign() -> None:
+    """The newest scrapes being slow could be contention starting: no sign until it ends."""
+    assert _bursts([1000.0] * 10 + [20000.0] * 2) == []
+
+
+def test_a_long_slowdown_is_contention_not_a_reload() -> None:
+    """Slow executions for longer than a model takes to warm read as a level change."""
+    t = Thresholds()
+    long_run = int(t.reload_burst_max_s // 5) + 3
+    assert _bursts([1000.0] * 20 + [20000.0] * long_run + [1000.0] * 3) == []
+
+
+def test_a_mild_slowdown_is_not_cold() -> None:
+    """Compute 1.5x the median (batching, a busier GPU) is below the cold factor."""
+    assert _bursts([1000.0] * 10 + [1500.0] * 2 + [1000.0] * 5) == []
