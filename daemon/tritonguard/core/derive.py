@@ -89,14 +89,30 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         birth=birth,
         latency_spikes=spikes,
         reload_events=reload_events(reader, key, now, t),
-        scrape_queue=[
-            v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s
-        ],
+        scrape_queue=since_shift(
+            [v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s],
+            base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
+        ),
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
     recovered = not symptom.up and not is_shedding(f, t)
     return Derived(ctx, fast, in_birth, recovered=recovered)
+
+
+def since_shift(points: list[float], limit: float | None) -> list[float]:
+    """Return the window's per-scrape points from the first abnormal one on.
+
+    While the window still straddles the onset, its healthy scrapes before the shift would
+    read as queueing in bursts. Only leading normal scrapes go: a normal scrape between two
+    abnormal ones is kept, so bursts (reloads, spikes) still show as bursts.
+    """
+    if limit is None:
+        return points
+    for k, v in enumerate(points):
+        if v > limit:
+            return points[k:]
+    return points
 
 
 def _compute_tail_now(
@@ -135,4 +151,6 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
     short = reader.compute(key, window=span)
     if short.request_rate is None or short.request_rate * span < t.min_requests:
         return None
-    return replace(ctx, features=short, symptom=symptom, scrape_queue=queue)
+    # Steadiness is judged on the scrapes since the shift: the short window still holds the
+    # healthy scrapes before the onset, which would read as queueing in bursts.
+    return replace(ctx, features=short, symptom=symptom, scrape_queue=queue[-t.fast_abnormal :])

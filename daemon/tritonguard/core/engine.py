@@ -182,9 +182,11 @@ class Engine:
             return []
         ctx = derived.ctx
         findings = [res for sig in SIGNATURES.values() if (res := sig(ctx)) is not None]
-        if derived.fast is not None and not ctx.symptom.sustained:
-            # The newest scrapes show the shift before the full window does: read the causes
-            # on the short window until the full one confirms (or a stronger cause replaces).
+        if derived.fast is not None and not findings:
+            # The newest scrapes show the shift before the full window does, and while the
+            # full window still straddles the onset its per-window checks (steadiness, the
+            # sustained tercile) mix healthy and faulty scrapes: read the causes on the short
+            # window until the full one has a reading of its own, which then stands alone.
             fast = derived.fast
             findings = _strongest(
                 findings, [res for sig in SIGNATURES.values() if (res := sig(fast)) is not None]
