@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tritonguard.core.baselines import BaselineHistory
+from tritonguard.core.baselines import Baseline, BaselineHistory
 from tritonguard.core.births import birth_of, compute_tail, early_span
-from tritonguard.core.features import FeatureReader, SubjectKey
+from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
 from tritonguard.core.recurrence import find_spikes, per_scrape_ratio
@@ -38,6 +38,9 @@ class Derived:
     in_birth: bool
     # The symptom is gone and the server is not shedding: resolution is allowed.
     recovered: bool
+    # The newest scrape is beyond the baseline's own noise, below the symptom gate or not:
+    # not a sample of healthy behaviour, or a modest fault would erode its own reference.
+    shifting: bool = False
 
 
 def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in the engine
@@ -97,7 +100,31 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
     recovered = not symptom.up and not is_shedding(f, t)
-    return Derived(ctx, fast, in_birth, recovered=recovered)
+    return Derived(ctx, fast, in_birth, recovered=recovered, shifting=is_shifting(f, base, t))
+
+
+# What a cause moves first: request time and each inference's compute (per inference, not per
+# execution, so a healthy ramp that fills bigger batches does not read as a shift).
+SHIFT_FEATURES = ("scrape_latency_us", "compute_per_inference_us")
+
+
+def is_shifting(f: FeatureSet, base: Baseline | None, t: Thresholds) -> bool:
+    """Return whether the newest readings drift beyond the baseline's noise, gate or not.
+
+    The bar is lower than the symptom gate's (``freeze_k``, ``freeze_floor``): a shift too
+    small to open anything is still kept out of the baseline, so the reference stays where
+    the subject was healthy and a modest fault cannot erode its own reference. A shift that
+    lasts longer than ``baseline_lookback_s`` outlives the frozen baseline, which is then
+    learnt again at the new level: it has become the subject's normal.
+    """
+    if base is None:
+        return False
+    for name in SHIFT_FEATURES:
+        limit = base.abnormal_above(name, t.freeze_k, t.freeze_floor)
+        value = getattr(f, name)
+        if limit is not None and value is not None and value > limit:
+            return True
+    return False
 
 
 def since_shift(points: list[float], limit: float | None) -> list[float]:

@@ -201,6 +201,7 @@ class Engine:
             and not strong
             and not self.book.is_open(subject)
             and not derived.in_birth
+            and not derived.shifting
             and (f.request_rate or 0) > 0
         )
         self.history.remember(key, now, f, healthy)

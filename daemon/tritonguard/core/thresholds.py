@@ -89,6 +89,23 @@ class Thresholds(BaseModel):
             "variation do not produce in a healthy model) to count as abnormal."
         ),
     )
+    freeze_k: float = Field(
+        2.0,
+        description=(
+            "A snapshot stays out of the baseline when request time or compute per inference "
+            "is this many robust standard deviations above the baseline's median: for noise "
+            "near normal that drops the top 2 % of healthy scrapes, which moves the median by "
+            "about 0.03 sigma, while a drift too small to open anything no longer becomes "
+            "the reference it is judged against."
+        ),
+    )
+    freeze_floor: float = Field(
+        1.1,
+        description=(
+            "...and at least this factor above it: a tenth more request time or compute at "
+            "steady load is a drift worth holding out, well under the symptom's 1.25."
+        ),
+    )
     slo_p99_us: float | None = Field(None, description="Optional absolute p99 SLO (µs).")
     slo_mean_us: float | None = Field(None, description="Optional absolute mean latency SLO (µs).")
 
