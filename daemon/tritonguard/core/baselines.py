@@ -47,6 +47,9 @@ class Baseline:
     snapshots: int
     # Median absolute deviation of each feature over the same snapshots: the noise to beat.
     spreads: dict[str, float] = field(default_factory=dict)
+    # Whose history this is: the subject's own ("own"), or the same model on other pods
+    # ("fleet") for a pod too new to have one.
+    source: str = "own"
 
     def get(self, name: str) -> float | None:
         """Median of one feature over the baseline period, or None if never known."""
@@ -99,6 +102,10 @@ class BaselineHistory:
         self.t = thresholds
         self.max_snapshots = None if max_bytes is None else max(1, max_bytes // SNAPSHOT_BYTES)
         self._history: OrderedDict[SubjectKey, deque[_Snapshot]] = OrderedDict()
+        # Subjects by (namespace, model), to find a model's other pods.
+        self._by_model: dict[tuple[str, str], set[SubjectKey]] = {}
+        self._fleet_at: float | None = None
+        self._fleet: dict[tuple[str, str], Baseline | None] = {}
         self.snapshots = 0
         self.subjects_shed = 0
 
@@ -107,6 +114,7 @@ class BaselineHistory:
         hist = self._history.get(key)
         if hist is None:
             hist = self._history[key] = deque()
+            self._by_model.setdefault((key[0], key[2]), set()).add(key)
         else:
             self._history.move_to_end(key)
         values = array("d", (_known(getattr(f, n)) for n in BASELINE_FEATURES))
@@ -118,7 +126,8 @@ class BaselineHistory:
             self.snapshots -= 1
         cap = self.max_snapshots
         while cap is not None and self.snapshots > cap and len(self._history) > 1:
-            _, oldest = self._history.popitem(last=False)
+            gone, oldest = self._history.popitem(last=False)
+            self._unindex(gone)
             self.snapshots -= len(oldest)
             self.subjects_shed += 1
 
@@ -126,7 +135,15 @@ class BaselineHistory:
         """Drop a subject that is gone."""
         hist = self._history.pop(key, None)
         if hist is not None:
+            self._unindex(key)
             self.snapshots -= len(hist)
+
+    def _unindex(self, key: SubjectKey) -> None:
+        peers = self._by_model.get((key[0], key[2]))
+        if peers is not None:
+            peers.discard(key)
+            if not peers:
+                del self._by_model[(key[0], key[2])]
 
     @property
     def approx_bytes(self) -> int:
@@ -161,6 +178,49 @@ class BaselineHistory:
                 values[name] = mid = median(vals)
                 spreads[name] = median(abs(v - mid) for v in vals)
         return Baseline(values, span, len(snaps), spreads)
+
+    def fleet_baseline(
+        self, key: SubjectKey, now: float, window: float, interval: float, started: float | None
+    ) -> Baseline | None:
+        """Return the same model's baseline on its other pods, for a pod with none of its own.
+
+        A pod of a scale-out or a rolling update runs the model its peers run: until it has
+        history of its own, theirs is the reference, so it is judged from its first scrapes
+        instead of after ``baseline_min_span_s``. The median over peers of each feature's
+        median, and of its spread; None when no peer has a baseline. Computed once per model
+        and evaluation, however many of its pods are new.
+        """
+        ns, pod, model = key
+        cache_key = (ns, model)
+        if self._fleet_at != now:
+            self._fleet_at, self._fleet = now, {}
+        if cache_key in self._fleet:
+            return self._fleet[cache_key]
+        peers = [
+            b
+            for k in self._by_model.get(cache_key, ())
+            if k[1] != pod and (b := self.baseline(k, now, window, interval, started)) is not None
+        ]
+        fleet = None
+        if peers:
+            names = {n for b in peers for n in b.values}
+            values = {
+                n: median(v for b in peers if (v := b.values.get(n)) is not None) for n in names
+            }
+            spreads = {
+                n: median(v for b in peers if (v := b.spreads.get(n)) is not None)
+                for n in names
+                if any(n in b.spreads for b in peers)
+            }
+            fleet = Baseline(
+                values,
+                min(b.span_s for b in peers),
+                sum(b.snapshots for b in peers),
+                spreads,
+                source="fleet",
+            )
+        self._fleet[cache_key] = fleet
+        return fleet
 
 
 def _known(value: object) -> float:

@@ -60,6 +60,8 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         return None
     birth = birth_of(reader, key, f, now, t)
     base = history.baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
+    if base is None and key[1]:
+        base = history.fleet_baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
     per_scrape = per_scrape_ratio(
         reader.series("nv_inference_request_duration_us", key),
         reader.series("nv_inference_request_success", key),

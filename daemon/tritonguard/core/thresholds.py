@@ -162,7 +162,16 @@ class Thresholds(BaseModel):
             "seconds where the rest take milliseconds; batch-size spread stays far below."
         ),
     )
-    cold_queue_us: float = Field(20_000.0, description="Early mean queue time that users felt.")
+    cold_queue_execs: float = Field(
+        1.0,
+        description=(
+            "The first requests queued at least this many warm executions longer than the "
+            "model usually queues: a cold instance holds each arrival behind executions "
+            "cold_compute_ratio times slower, so they wait several warm executions; with "
+            "warm-up before Ready nobody waits behind the slow ones. Relative to the model's "
+            "own compute, so a sub-ms model and a 300 ms one are judged alike."
+        ),
+    )
     spike_factor: float = Field(3.0, description="Per-scrape latency vs median that is a spike.")
     burst_merge_s: float = Field(
         6.0, description="Spikes this close form one burst (double loads)."

@@ -16,15 +16,28 @@ def check(ctx: Context) -> Finding | None:
     e = birth.early
     if birth.early_exec_peak_us is None or birth.latest_exec_us is None or e.mean_queue_us is None:
         return None
-    decay = birth.early_exec_peak_us / max(birth.latest_exec_us, 1.0)
+    # What a warm execution of this model costs: its previous version on this pod, or the
+    # same model on its other pods (a reference that exists at birth); else the median of
+    # its own first requests' compute (summaries), or its latest scrape, which shows the
+    # warm-up only once it is over.
+    b = ctx.baseline
     p99, p50 = birth.early_compute_p99_us, birth.early_compute_p50_us
+    reference = b.get("compute_per_exec_us") if b is not None else None
+    warm = reference or min(birth.latest_exec_us, p50 or birth.latest_exec_us)
+    decay = birth.early_exec_peak_us / max(birth.latest_exec_us, 1.0)
+    vs_warm = birth.early_exec_peak_us / max(warm, 1.0)
     tail = p99 / p50 if p99 is not None and p50 else None
     # Per-scrape compute shows the first slow executions at short scrape intervals; at long
     # ones they are diluted, but the summary's p99 still holds them.
-    if decay < t.cold_compute_ratio and (tail is None or tail < t.cold_tail_ratio):
-        return None  # not slower at first than later: no warm-up effect
-    if e.mean_queue_us < t.cold_queue_us:
-        return None  # slow first executions nobody waited for (e.g. model_warmup before Ready)
+    slow_first = max(decay, vs_warm) >= t.cold_compute_ratio
+    if not slow_first and (tail is None or tail < t.cold_tail_ratio):
+        return None  # not slower at first than warm: no warm-up effect
+    # Users felt it when the first requests queued at least one warm execution longer than
+    # the model's usual queue: a cold instance holds every arrival behind executions several
+    # times slower. Warm-up before Ready leaves slow executions nobody waited for.
+    usual_queue = (b.get("mean_queue_us") if b is not None else None) or 0.0
+    if e.mean_queue_us < usual_queue + t.cold_queue_execs * warm:
+        return None
     conf = 0.7
     if cfg is not None:
         if cfg.has_warmup:
@@ -44,6 +57,20 @@ def check(ctx: Context) -> Finding | None:
             ms(birth.latest_exec_us), "ms", "latest per-scrape compute/exec"
         ),
         "decay_ratio": ctx.ev(decay, "ratio", "early peak / latest compute per execution"),
+        **(
+            {
+                "early_vs_reference": ctx.ev(
+                    vs_warm,
+                    "ratio",
+                    "early peak / compute per execution of "
+                    + (
+                        "the model on its other pods" if b.source == "fleet" else "its last version"
+                    ),
+                )
+            }
+            if reference and b is not None
+            else {}
+        ),
         **(
             {
                 "early_compute_p99_over_p50": ctx.ev(
