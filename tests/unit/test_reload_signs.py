@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tritonguard.core.reload_signs import cold_bursts
+from tritonguard.core.reload_signs import cold_bursts, cold_tail_scrapes
 from tritonguard.core.series_store import Series
 from tritonguard.core.thresholds import Thresholds
 
@@ -49,3 +49,40 @@ def test_a_long_slowdown_is_contention_not_a_reload() -> None:
 def test_a_mild_slowdown_is_not_cold() -> None:
     """Compute 1.5x the median (batching, a busier GPU) is below the cold factor."""
     assert _bursts([1000.0] * 10 + [1500.0] * 2 + [1000.0] * 5) == []
+
+
+def _summary(quantile: str, values: list[float]) -> Series:
+    s = Series(
+        name="nv_inference_compute_infer_summary_us",
+        labels=(*_LABELS, ("quantile", quantile)),
+        counter=False,
+    )
+    for k, v in enumerate(values, start=1):
+        s.add(10.0 * k, v)
+    return s
+
+
+def _tails(mean_us: float, p50_us: float, p99_us: float) -> list[float]:
+    n = 3
+    succ = Series(name="nv_inference_request_success", labels=_LABELS, counter=True)
+    infer = Series(name="nv_inference_compute_infer_duration_us", labels=_LABELS, counter=True)
+    for k in range(n + 1):
+        succ.add(10.0 * k, 100.0 * k)
+        infer.add(10.0 * k, 100.0 * k * mean_us)
+    summary = [_summary("0.5", [p50_us] * n), _summary("0.99", [p99_us] * n)]
+    return cold_tail_scrapes(summary, [infer], [succ], horizon=-1.0, now=10.0 * n, t=Thresholds())
+
+
+def test_a_few_cold_executions_show_in_the_compute_tail() -> None:
+    """Mean 2x the p50 with a p99 10x the mean: a few executions were cold, at every scrape."""
+    assert _tails(mean_us=20_000, p50_us=10_000, p99_us=200_000) == [10.0, 20.0, 30.0]
+
+
+def test_every_execution_slower_is_not_a_cold_tail() -> None:
+    """Contention: the mean far above a lagging p50, but the p99 only 2x the mean."""
+    assert _tails(mean_us=80_000, p50_us=15_000, p99_us=160_000) == []
+
+
+def test_a_healthy_scrape_has_no_cold_tail() -> None:
+    """Mean near the median: nothing slow in the scrape, whatever the tail."""
+    assert _tails(mean_us=10_500, p50_us=10_000, p99_us=60_000) == []

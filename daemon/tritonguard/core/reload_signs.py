@@ -11,6 +11,9 @@ from tritonguard.core.series_store import Series
 from tritonguard.core.targets import target_of
 from tritonguard.core.thresholds import Thresholds
 
+# The kind of sign a scrape with cold executions in its compute summary leaves.
+COLD_TAIL = "cold executions in the compute tail"
+
 _COMPUTE = (
     "nv_inference_compute_input_duration_us",
     "nv_inference_compute_infer_duration_us",
@@ -79,6 +82,42 @@ def cold_bursts(
     return starts
 
 
+def cold_tail_scrapes(
+    summary: list[Series],
+    infer: list[Series],
+    succ: list[Series],
+    *,
+    horizon: float,
+    now: float,
+    t: Thresholds,
+) -> list[float]:
+    """Return scrapes whose compute was slow in a few executions, not in all (summaries).
+
+    At 10 s scrapes and coarser a reload's spike aliases away in the mean, but the summary
+    still tells a few very slow executions from all executions slower: a scrape whose
+    per-request compute (counters) is at least ``tail_mean_over_p50`` times the summary's
+    p50, while the summary's p99 is at least ``tail_p99_over_mean`` times that mean. Cold
+    executions among warm ones do both; contention and too many instances slow every
+    execution, which lifts the mean toward the p99 and fails the second.
+    """
+    p50: dict[float, float] = {}
+    p99: dict[float, float] = {}
+    for s in summary:
+        q = label(s.labels, "quantile")
+        into = p50 if q == "0.5" else p99 if q == "0.99" else None
+        if into is None:
+            continue
+        for at, v in zip(s.times, s.values, strict=True):
+            if horizon < at <= now:
+                into[at] = into.get(at, 0.0) + v
+    out = []
+    for at, mean in per_scrape_ratio(infer, succ, horizon, now):
+        lo, hi = p50.get(at), p99.get(at)
+        if lo and hi and mean >= t.tail_mean_over_p50 * lo and hi >= t.tail_p99_over_mean * mean:
+            out.append(at)
+    return out
+
+
 def reload_events(
     reader: FeatureReader, key: SubjectKey, now: float, t: Thresholds
 ) -> list[tuple[float, str]]:
@@ -114,4 +153,15 @@ def reload_events(
         # A new model's first executions are its cold start, not a reload of a serving one.
         if born is None or at > born + t.cold_age_s:
             out.add((at, "cold executions"))
+    if reader.interval(key) >= t.burst_merge_s:
+        # Only where one reload fits in about one scrape: finer scrapes see the burst itself.
+        tails = cold_tail_scrapes(
+            reader.series("nv_inference_compute_infer_summary_us", key),
+            reader.series("nv_inference_compute_infer_duration_us", key),
+            succ,
+            horizon=horizon,
+            now=now,
+            t=t,
+        )
+        out.update((at, COLD_TAIL) for at in tails if born is None or at > born + t.cold_age_s)
     return sorted(out)

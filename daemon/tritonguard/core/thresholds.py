@@ -189,6 +189,22 @@ class Thresholds(BaseModel):
             "even diluted in a 5-10 s scrape it doubles the scrape's compute."
         ),
     )
+    tail_mean_over_p50: float = Field(
+        1.5,
+        description=(
+            "A scrape's per-request compute (counters) this many times the summary's p50: "
+            "the scrape held executions far slower than the typical one. Healthy scrapes sit "
+            "near 1 (batch-size spread lifts the mean a little above the median)."
+        ),
+    )
+    tail_p99_over_mean: float = Field(
+        5.0,
+        description=(
+            "...while the summary's p99 is this many times that mean: the slowness sits in a "
+            "few executions (cold ones, each 10x or more), not in all. When every execution "
+            "is slower (contention, too many instances) the p99 stays within 2-3x the mean."
+        ),
+    )
     reload_burst_max_s: float = Field(
         60.0,
         description=(

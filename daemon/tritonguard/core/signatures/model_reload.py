@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.reload_signs import COLD_TAIL
 from tritonguard.core.signatures.context import Context, clamp, symptom_evidence
 
 CAUSE = "model_reload"
@@ -32,7 +33,14 @@ def check(ctx: Context) -> Finding | None:
     events = [e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s]
     # One deploy leaves several signs at once (a new version's series, a reset, a load time),
     # and a range read may see them a scrape apart: churn is reloads that recur.
-    reloads = occurrences([at for at, _ in events], max(t.burst_merge_s, 1.5 * f.interval_s))
+    reloads = occurrences(
+        [at for at, kind in events if kind != COLD_TAIL], max(t.burst_merge_s, 1.5 * f.interval_s)
+    )
+    # A scrape with cold executions in its compute tail is one reload: at coarse scrapes
+    # reloads land in successive scrapes and would merge into one. One reload may spill
+    # into a second scrape, so n such scrapes count as n - 1 reloads.
+    tails = sum(1 for _, kind in events if kind == COLD_TAIL)
+    reloads = max(reloads, tails - 1)
     if not periodic and reloads < t.reload_min_events:
         return None
     if not periodic and not ctx.symptom.up:
