@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
+from tritonguard.core.histograms import window_quantile
 from tritonguard.core.samples import Labels, label
 from tritonguard.core.series_store import Series, SeriesStore
 from tritonguard.core.targets import target_of
@@ -124,6 +125,15 @@ def _div(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
     return a / b
+
+
+# Request latency histograms and their unit scale to µs, preferred first: Triton's request
+# duration histogram, else time to first response (decoupled models), exported in ms.
+HISTOGRAM_LATENCIES: tuple[tuple[str, float], ...] = (
+    ("nv_inference_request_duration_histogram_us_bucket", 1.0),
+    ("nv_inference_first_response_histogram_ms_bucket", 1000.0),
+)
+QUEUE_HISTOGRAM = "nv_inference_queue_duration_histogram_us_bucket"
 
 
 class FeatureReader:
@@ -321,6 +331,20 @@ class FeatureReader:
         f.p50_us = quantile("nv_inference_request_summary_us", "0.5")
         f.p99_us = quantile("nv_inference_request_summary_us", "0.99")
         f.queue_p99_us = quantile("nv_inference_queue_summary_us", "0.99")
+        if f.p99_us is None:
+            # Histograms, where the server exports them instead: quantiles of what the window
+            # observed (summaries slide over minutes), in µs.
+            for family, scale in HISTOGRAM_LATENCIES:
+                buckets = self.series(family, key)
+                if buckets:
+                    p50 = window_quantile(buckets, 0.5, start, end)
+                    p99 = window_quantile(buckets, 0.99, start, end)
+                    f.p50_us = None if p50 is None else p50 * scale
+                    f.p99_us = None if p99 is None else p99 * scale
+                    break
+        if f.queue_p99_us is None:
+            q99 = window_quantile(self.series(QUEUE_HISTOGRAM, key), 0.99, start, end)
+            f.queue_p99_us = q99
 
         fails = self.series("nv_inference_request_failure", key)
         if fails:
