@@ -13,6 +13,21 @@ from tritonguard.sources.source_status import PollResult, SourceStatus
 
 # Prometheus's sample_limit: a runaway exporter must not exhaust the daemon's memory.
 DEFAULT_SAMPLE_LIMIT = 200_000
+CUT_MID_LINE = (
+    "body cut short: it ends in the middle of a line (an exposition ends with a line feed), "
+    "so the connection closed before the whole body arrived"
+)
+
+
+def ends_whole(text: str) -> bool:
+    """Return whether a body ends where an exposition can: after a line feed, or at ``# EOF``.
+
+    A server may end its body by closing the connection (HTTP allows it when it sends no
+    length); cut there, the body ends inside a line, and its last value would read as a
+    smaller one, a counter reset that never happened. Every line of the text format ends
+    with a line feed; OpenMetrics may end at ``# EOF`` without one.
+    """
+    return not text or text.endswith("\n") or text.rstrip(" \t\r").endswith("# EOF")
 
 
 def target_labels(target: TargetSettings) -> tuple[tuple[str, str], ...]:
@@ -100,6 +115,8 @@ class ScrapeSource:
         """Parse one scrape result into relabelled samples, or an error status."""
         if not result.ok or result.text is None:
             return [], self._status(target, result, error=result.error or "no body")
+        if not ends_whole(result.text):
+            return [], self._status(target, result, error=CUT_MID_LINE)
         try:
             exposition = parse_exposition(
                 result.text,
