@@ -1,4 +1,9 @@
-"""Shared by the config-changing actions: apply a bounded patch, reload, confirm, build the undo."""
+"""Shared by the config-changing actions: apply a bounded patch, reload, confirm, build the undo.
+
+A reload that does not succeed leaves the server with its previous config, and the reason
+says which way: Triton refused it (checked by reading the config back), or the previous
+config was loaded again because the load's outcome was unknown (see ``docs/reliability.md``).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,10 @@ from tritonguard.actions.registry import (
     BoundsExceeded,
     UndoStep,
 )
+from tritonguard.clients.ports import TritonApi
 from tritonguard.core.config_patch import (
     BoundError,
+    Change,
     ConfigPatch,
     PatchError,
     apply_patch,
@@ -78,8 +85,13 @@ async def reload_with_patch(
     new, changes = patched(ctx, previous, patch)
     if not changes:
         return ActionResult(detail={"model": model, "changes": [], "note": "already in place"})
-    await triton.load(model, new, timeout_s=ready_timeout)
-    await triton.wait_model_ready(model, timeout_s=ready_timeout)
+    try:
+        await triton.load(model, new, timeout_s=ready_timeout)
+        await triton.wait_model_ready(model, timeout_s=ready_timeout)
+    except Exception as exc:  # the client's one-line error (or a bug): the reload did not happen
+        raise await keep_previous(
+            triton, model, previous, changes, exc, ready_timeout=ready_timeout
+        ) from None
     after = await triton.model_config(model)
     # Check the changed leaves against the read-back config rather than applying the patch
     # again: an ``add`` applied twice adds twice, and Triton adds defaults and writes 64-bit
@@ -112,4 +124,51 @@ async def reload_with_patch(
         )
     return ActionResult(
         detail={"model": model, "changes": [c.as_dict() for c in changes]}, undo=undo
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join((str(exc) or type(exc).__name__).split())
+
+
+async def keep_previous(
+    triton: TritonApi,
+    model: str,
+    previous: dict[str, Any],
+    changes: list[Change],
+    failure: BaseException,
+    *,
+    ready_timeout: float,
+) -> ActionFailed:
+    """Make sure a failed reload leaves ``previous`` on the server; return why it failed.
+
+    An answer from the server (Triton's client errors carry its HTTP status) ends the load:
+    Triton keeps serving the old model when a load fails, and reading the config back shows
+    that it did. A load without an answer (a timeout, a dropped connection) may still be
+    running, stuck in the model's initialize(), or may have happened with its answer lost:
+    the previous config is loaded again. Triton runs the loads of one model in turn, so even
+    when this one waits behind a stuck load it replaces the change when that finishes.
+    """
+    why = _one_line(failure)
+    if getattr(failure, "status", None) is not None:
+        try:
+            live = flatten(await triton.model_config(model))
+        except Exception:  # an unreadable server: load the previous config to be sure
+            live = None
+        if live is not None and all(_same(live.get(c.path), c.old) for c in changes):
+            return ActionFailed(
+                f"{model}: Triton refused the new config ({why}); "
+                "the server kept its previous config"
+            )
+    try:
+        await triton.load(model, previous, timeout_s=ready_timeout)
+    except Exception as again:  # the same one-line client error
+        return ActionFailed(
+            f"{model}: {why}; the previous config was sent again and did not finish within "
+            f"{ready_timeout:g}s either ({_one_line(again)}): Triton loads a model's configs in "
+            f"turn, so it replaces the change once the load in progress ends; check {model} "
+            "if it does not"
+        )
+    return ActionFailed(
+        f"{model}: {why}; the previous config was loaded again, so the change cannot land later"
     )

@@ -51,6 +51,12 @@ class TritonClient(TritonApi):
     in ``base_url`` (``http://user:pass@host:8000``) are sent as HTTP basic authentication and
     left out of ``base_url`` and every error message. Redirects are never followed, so the
     token and the credentials only ever go to ``base_url``.
+
+    Every request goes on a connection of its own. Triton's HTTP server hands each connection
+    to one of its worker threads, and a repository load holds its thread until the model is
+    loaded: a request on a kept-alive connection of that thread waits behind the load, which
+    may be stuck in the model's initialize() for minutes. A new connection goes to a thread
+    that is free.
     """
 
     def __init__(
@@ -84,7 +90,9 @@ class TritonClient(TritonApi):
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = aiohttp.ClientSession(
+                timeout=self.timeout, connector=aiohttp.TCPConnector(force_close=True)
+            )
             self._own_session = True
         return self._session
 
