@@ -38,6 +38,10 @@ CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
 # Config files load within the same bounds as playbooks (aliases, size, nesting).
 YAML_LIMITS = DEFAULT_LIMITS
 ENV_PREFIX = "TRITONGUARD_"
+# One audit database for the daemon and the CLI: the setting, its environment variable and
+# this default are shared, so `tritonguard test --from-incident` finds what `run` wrote.
+DEFAULT_AUDIT_DB_PATH = Path("tritonguard-audit.sqlite3")
+AUDIT_DB_ENV = f"{ENV_PREFIX}AUDIT_DB_PATH"
 
 # The parsed config file for the Settings() call in progress. pydantic-settings builds its
 # sources inside the class, so the file contents reach it through this context variable.
@@ -273,7 +277,7 @@ class Settings(BaseSettings):
         ge=1,
         description="Daemon-wide cap on playbook runs in any hour, across all playbooks.",
     )
-    audit_db_path: Path = Path("tritonguard-audit.sqlite3")
+    audit_db_path: Path = DEFAULT_AUDIT_DB_PATH
     memory_budget_mb: float = Field(
         default=384.0,
         ge=32,

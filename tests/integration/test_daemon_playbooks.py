@@ -148,7 +148,11 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
         await wait_for(lambda: any(d.status == "planned" for d in decisions(runner)))
         async with http.get(f"{base}/api/incidents") as resp:
             body = await resp.json()
+        async with http.get(f"{base}/api/incidents/history") as resp:
+            history = await resp.json()
     [incident] = body["incidents"]
+    # The audit trail lists it too, with the id `tritonguard test --from-incident` takes.
+    assert [h["incident_id"] for h in history["incidents"]] == [incident["id"]]
     assert (incident["cause"], incident["model"], incident["pod"]) == (
         "batching_delay",
         "ranker",

@@ -36,11 +36,11 @@ from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import load_playbook_files, playbook_paths
 from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.settings import AUDIT_DB_ENV, DEFAULT_AUDIT_DB_PATH
 from tritonguard.sources.replay import TraceError
 from tritonguard.sources.trace_stream import open_trace, scan_trace
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_AUDIT_DB = "var/tritonguard/audit.sqlite3"
 
 
 class BadInput(ValueError):
@@ -64,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--audit-db",
         metavar="PATH",
-        default=os.environ.get("TRITONGUARD_AUDIT_DB", DEFAULT_AUDIT_DB),
-        help=f"audit database holding the incident (default {DEFAULT_AUDIT_DB})",
+        default=os.environ.get(AUDIT_DB_ENV, str(DEFAULT_AUDIT_DB_PATH)),
+        help=f"audit database holding the incident (default ${AUDIT_DB_ENV} or "
+        f"{DEFAULT_AUDIT_DB_PATH}, as the daemon)",
     )
     p.add_argument("--playbooks", metavar="DIR", default="playbooks", help="for --from-incident")
     p.add_argument("--out", metavar="FILE", help="where --from-incident writes the test file")

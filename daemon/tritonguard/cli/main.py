@@ -7,7 +7,14 @@ import sys
 from collections.abc import Sequence
 
 from tritonguard import __version__
-from tritonguard.cli import cmd_demo, cmd_diagnose, cmd_playbooks, cmd_replay, cmd_run
+from tritonguard.cli import (
+    cmd_demo,
+    cmd_diagnose,
+    cmd_incidents,
+    cmd_playbooks,
+    cmd_replay,
+    cmd_run,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -24,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_diagnose.register(sub)
     cmd_run.register(sub)
     cmd_playbooks.register(sub)
+    cmd_incidents.register(sub)
     cmd_demo.register(sub)
     return parser
 

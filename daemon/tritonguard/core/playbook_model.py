@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -51,7 +52,19 @@ def parse_duration(value: Any) -> float:
     raise ValueError(f"{value!r} is not a duration; write e.g. 30s, 5m, 1h or 250ms")
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+# The schema says what the files may hold (a number of seconds or a string with a unit), not
+# the float the model turns them into, so editors accept the shipped playbooks.
+DURATION_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*$"},
+    ],
+    "description": "seconds, or a duration such as 30s, 5m, 1h, 250ms",
+}
+
+Duration = Annotated[
+    float, BeforeValidator(parse_duration), WithJsonSchema(DURATION_SCHEMA, mode="validation")
+]
 """Seconds, written in YAML as ``30s``, ``5m``, ``1h``, ``250ms`` or a number."""
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")

@@ -88,6 +88,10 @@ class PlaybookHooks(Protocol):
         """Return the audit trail of one incident."""
         ...
 
+    def incident_history(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Return the latest incidents of the audit trail, resolved ones too, newest first."""
+        ...
+
     def leadership(self) -> dict[str, Any] | None:
         """Return the leader-election state, or None when replicas do not elect a leader."""
         ...
@@ -459,6 +463,10 @@ class DaemonApp:
             out.append(item)
         return out
 
+    def history_json(self) -> list[dict[str, Any]]:
+        """Return the latest incidents of the audit trail, resolved ones too, newest first."""
+        return [] if self._playbooks is None else self._playbooks.incident_history()
+
     # ---- lifecycle ----------------------------------------------------------------------------
     def build(self) -> None:
         """Register every root task and cleanup with the supervisor (idempotent per instance)."""
@@ -491,6 +499,7 @@ class DaemonApp:
             registry=self.registry,
             readiness=self.readiness,
             incidents=self.incidents_json,
+            history=self.history_json,
             on_alerts=self._handle_alerts,
             api_token=token,
             on_refused=self.metrics.count_refusal,

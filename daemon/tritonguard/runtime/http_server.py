@@ -42,7 +42,7 @@ _WWW_AUTHENTICATE = {
 
 
 class HttpServer:
-    """Serve ``/healthz``, ``/readyz``, ``/metrics``, ``/api/incidents``, ``/api/alertmanager``.
+    """Serve ``/healthz``, ``/readyz``, ``/metrics``, ``/api/incidents[/history]``, the webhook.
 
     ``/healthz`` answers while the event loop runs (a wedged loop fails it); ``/readyz``
     reports the ``readiness`` callback; ``/metrics`` renders the injected registry only.
@@ -60,6 +60,7 @@ class HttpServer:
         registry: CollectorRegistry,
         readiness: Readiness,
         incidents: IncidentsView,
+        history: IncidentsView | None = None,
         on_alerts: AlertsCallback | None = None,
         api_token: str | None = None,
         on_refused: RefusedCallback | None = None,
@@ -70,6 +71,7 @@ class HttpServer:
         self._registry = registry
         self._readiness = readiness
         self._incidents = incidents
+        self._history = history
         self._on_alerts = on_alerts
         self._token = BearerToken(api_token) if api_token else None
         self._on_refused = on_refused
@@ -83,6 +85,7 @@ class HttpServer:
                 ("GET", "/readyz"): self._readyz,
                 ("GET", "/metrics"): self._metrics,
                 ("GET", "/api/incidents"): self._api_incidents,
+                ("GET", "/api/incidents/history"): self._api_history,
                 ("POST", WEBHOOK_PATH): Route(self._alertmanager, admit=self._admit),
             },
             max_body_bytes=max_body_bytes,
@@ -164,6 +167,11 @@ class HttpServer:
 
     async def _api_incidents(self, _: HttpRequest) -> HttpReply:
         return _json(200, {"incidents": self._incidents()})
+
+    async def _api_history(self, _: HttpRequest) -> HttpReply:
+        # Past incidents, resolved ones included, newest first: the ids `tritonguard test
+        # --from-incident` takes. Without an audit trail (no playbooks) there is none.
+        return _json(200, {"incidents": self._history() if self._history is not None else []})
 
     async def _alertmanager(self, request: HttpRequest) -> HttpReply:
         try:

@@ -238,6 +238,10 @@ class PlaybookService:
                 await result
         self.store.close()
 
+    def incident_history(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Return the latest incidents of the audit trail, resolved ones too, newest first."""
+        return self.store.incidents(limit=limit)
+
     def actions_for(self, incident_id: str) -> list[dict[str, Any]]:
         """Return the audit trail of one incident (for ``/api/incidents``)."""
         return [
