@@ -17,20 +17,67 @@ class Thresholds(BaseModel):
 
     # Windows. Rates use at least `rate_window_s` and at least `min_scrapes_per_window`
     # scrape intervals, so a 30 s scrape interval still sees two increases per window.
-    rate_window_s: float = Field(30.0, description="Shortest window for rates and shares.")
+    rate_window_s: float = Field(
+        30.0,
+        description=(
+            "Shortest window for rates and shares: at 2-5 s scrapes it holds 6-15 increases, "
+            "and at 20 req/s its 600 requests put Poisson noise on the mean near 4 %; the "
+            "fast path reads a shift before the window fills."
+        ),
+    )
     min_scrapes_per_window: float = Field(
-        2.0, description="Window spans at least this many scrapes."
+        2.0,
+        description=(
+            "A window spans at least this many scrapes: a rate needs two increases, so at a "
+            "30 s scrape the window grows to 60 s."
+        ),
     )
     stale_after_scrapes: float = Field(
-        3.0, description="Data older than this many intervals is stale."
+        3.0,
+        description=(
+            "Data older than this many intervals is stale: one late scrape is jitter, two a "
+            "slow target; after three the numbers no longer describe the server, and nothing "
+            "acts on them."
+        ),
     )
-    stale_after_min_s: float = Field(20.0, description="...and never stale sooner than this.")
-    retention_s: float = Field(900.0, description="Series that vanished are dropped after this.")
+    stale_after_min_s: float = Field(
+        20.0,
+        description=(
+            "...and never stale sooner than this, so a 2 s scrape rides out a 6 s pause (a "
+            "slow 200 KB exposition, a GC) without going blind."
+        ),
+    )
+    retention_s: float = Field(
+        900.0,
+        description=(
+            "Series that vanished are dropped after this: longer than a pod restart or a "
+            "rolling update's gap, so a returning pod keeps its history."
+        ),
+    )
 
     # Baseline: the model's own history, excluding the recent past that may hold the onset.
-    baseline_lookback_s: float = Field(600.0, description="How far back the baseline looks.")
-    baseline_min_span_s: float = Field(30.0, description="Minimum healthy history for a baseline.")
-    baseline_gap_windows: float = Field(1.0, description="Recent windows excluded from baseline.")
+    baseline_lookback_s: float = Field(
+        600.0,
+        description=(
+            "How far back the baseline looks: ten minutes hold hundreds of snapshots at a 2 s "
+            "scrape and twenty at 30 s, while traffic's daily shape changes little within "
+            "them."
+        ),
+    )
+    baseline_min_span_s: float = Field(
+        30.0,
+        description=(
+            "Minimum healthy history for a baseline: one full rate window, the least whose "
+            "median is a measurement and not a single window's reading."
+        ),
+    )
+    baseline_gap_windows: float = Field(
+        1.0,
+        description=(
+            "Recent windows excluded from the baseline: the newest window may hold the onset, "
+            "and must not enter its own reference before the freeze can tell."
+        ),
+    )
 
     # Symptom gate: tail latency or queue time up against the baseline or an SLO. The gate is
     # noise-aware (noise_k, below) and scale-free: every bar is relative to the subject's own
@@ -52,7 +99,11 @@ class Thresholds(BaseModel):
     sustained_ratio: float = Field(
         1.3,
         description=(
-            "Lower tercile of per-scrape latency vs baseline for a lasting (not spiky) symptom."
+            "Two thirds of the window's scrapes (its lower tercile) at least this factor of "
+            "the baseline latency: a lasting cause (capacity, contention, a batcher) slows "
+            "every scrape, reload churn one in two or three, whose lower tercile stays near "
+            "baseline. Just above shift_floor, so a shift the gate opens on is also "
+            "sustained."
         ),
     )
     # The fast path: the newest scrapes against the baseline's own per-scrape spread.
@@ -110,19 +161,103 @@ class Thresholds(BaseModel):
     slo_mean_us: float | None = Field(None, description="Optional absolute mean latency SLO (µs).")
 
     # Shared cause evidence.
-    queue_share_high: float = Field(0.4, description="Queue share of request time that is high.")
-    busy_saturated: float = Field(0.85, description="Instance busy ratio that counts as saturated.")
-    busy_idle: float = Field(0.6, description="Instances busier than this are not 'mostly idle'.")
-    compute_inflation: float = Field(1.4, description="Compute per inference vs baseline.")
-    load_steady_tolerance: float = Field(0.3, description="Request rate within ±30% is steady.")
-    load_increase: float = Field(1.25, description="Request rate up by this factor is a load rise.")
-    gpu_saturated: float = Field(0.9, description="Accelerator utilisation that is saturated.")
-    gpu_underused: float = Field(0.7, description="Accelerator utilisation that is underused.")
-    cpu_saturated: float = Field(0.85, description="CPU use vs quota / host that is saturated.")
-    throttled_high: float = Field(0.2, description="Share of CFS periods throttled that is high.")
-    input_share_high: float = Field(0.3, description="compute_input(+output) share of compute.")
-    copy_share_growth: float = Field(3.0, description="Copy share vs baseline that is growth.")
-    copy_explains: float = Field(0.3, description="Share of the latency rise that copies explain.")
+    queue_share_high: float = Field(
+        0.4,
+        description=(
+            "Queue share of request time that is high: an idle unbatched instance takes a "
+            "request at once (a few % queued), a batcher at its preferred size waits a "
+            "fraction of max_queue_delay; at 40 % requests wait two thirds as long as they "
+            "compute."
+        ),
+    )
+    busy_saturated: float = Field(
+        0.85,
+        description=(
+            "Instance busy ratio that counts as saturated: in an M/M/1 queue the wait is "
+            "rho/(1-rho) service times, 5.7 at 0.85, the knee past which queueing dominates."
+        ),
+    )
+    busy_idle: float = Field(
+        0.6,
+        description=(
+            "Instances busier than this are not 'mostly idle': below 0.6 an M/M/1 wait stays "
+            "under 1.5 service times, so a long queue there is held back (a batcher's timer), "
+            "not capacity."
+        ),
+    )
+    compute_inflation: float = Field(
+        1.4,
+        description=(
+            "Compute per inference vs baseline that is inflation: per inference (not per "
+            "execution) so batch sizes cancel, and at steady load its window-to-window noise "
+            "stays under 15 %; contention, a saturated accelerator or cold executions add far "
+            "more."
+        ),
+    )
+    load_steady_tolerance: float = Field(
+        0.3,
+        description=(
+            "Request rate within this share of its baseline is steady: Poisson noise on a "
+            "window of at least min_requests (20) requests is at most 1/sqrt(20), 22 %."
+        ),
+    )
+    load_increase: float = Field(
+        1.25,
+        description=(
+            "Request rate up by this factor is a load rise: beyond the window's Poisson noise "
+            "(at most 22 %), and enough to push a model at 0.7 busy past the knee."
+        ),
+    )
+    gpu_saturated: float = Field(
+        0.9,
+        description=(
+            "Accelerator utilisation (share of time a kernel ran) that is saturated: at 0.9 "
+            "the device has no idle time left for another instance's kernels."
+        ),
+    )
+    gpu_underused: float = Field(
+        0.7,
+        description=(
+            "Accelerator utilisation below this had idle time: instances slowed there did not "
+            "fight over it."
+        ),
+    )
+    cpu_saturated: float = Field(
+        0.85,
+        description=(
+            "CPU use vs quota or host that is saturated: the busy_saturated knee, for cores."
+        ),
+    )
+    throttled_high: float = Field(
+        0.2,
+        description=(
+            "Share of CFS periods throttled that is high: each throttled period stops the "
+            "container's threads until the next 100 ms period, so one in five delays a fifth "
+            "of executions by tens of ms; a container below its limit shows none."
+        ),
+    )
+    input_share_high: float = Field(
+        0.3,
+        description=(
+            "compute_input (+output) share of compute that is high: kernels dominate a GPU "
+            "model's compute and host-device copies of typical tensors take a few %; at 30 % "
+            "the data path, not the model, costs the time."
+        ),
+    )
+    copy_share_growth: float = Field(
+        3.0,
+        description=(
+            "Copy share vs baseline that is growth: a layout or dtype change, or pinned "
+            "memory lost, multiplies copy time; noise moves the share by far less than 3x."
+        ),
+    )
+    copy_explains: float = Field(
+        0.3,
+        description=(
+            "Share of the latency rise the copies' growth must explain: below it they are a "
+            "bystander of another cause."
+        ),
+    )
     batching_steady: float = Field(
         0.5,
         description=(
@@ -132,11 +267,36 @@ class Thresholds(BaseModel):
         ),
     )
     queue_delay_match_low: float = Field(
-        0.25, description="Queue time / max_queue_delay lower bound."
+        0.25,
+        description=(
+            "Mean queue / max_queue_delay that matches a waiting batcher: the first request "
+            "of a batch waits the whole delay, the last none, so at even arrivals the mean is "
+            "about half of it; a quarter allows batches that fill early."
+        ),
     )
-    timeout_failure_share: float = Field(0.05, description="Timeouts/cancels share of requests.")
-    retry_rate_increase: float = Field(1.3, description="Arrivals vs baseline in a retry storm.")
-    pending_explosion: float = Field(4.0, description="Pending vs busy instances in a storm.")
+    timeout_failure_share: float = Field(
+        0.05,
+        description=(
+            "Timeouts and cancels as a share of requests that is high: a healthy service "
+            "keeps them near zero, and with retries 5 % of timeouts already raise the offered "
+            "load by 5 % and climbing."
+        ),
+    )
+    retry_rate_increase: float = Field(
+        1.3,
+        description=(
+            "Arrivals vs baseline in a retry storm: beyond Poisson noise (at most 22 %), as "
+            "each timed-out request comes back."
+        ),
+    )
+    pending_explosion: float = Field(
+        4.0,
+        description=(
+            "Pending vs busy instances in a storm: at capacity pending is about one per busy "
+            "instance plus a short queue; four per instance make requests wait four "
+            "executions, past client timeouts set near p99."
+        ),
+    )
     amplified_arrivals: float = Field(
         2.0,
         description=(
@@ -153,8 +313,23 @@ class Thresholds(BaseModel):
     )
 
     # cold start and reloads.
-    cold_age_s: float = Field(240.0, description="A subject younger than this may be cold.")
-    cold_compute_ratio: float = Field(3.0, description="Early vs steady compute per execution.")
+    cold_age_s: float = Field(
+        240.0,
+        description=(
+            "A subject younger than this may be cold: first executions (CUDA context, "
+            "TensorRT tactics, allocator growth) settle within a minute or two, and the "
+            "summary's tail takes about a minute more to slide past them."
+        ),
+    )
+    cold_compute_ratio: float = Field(
+        3.0,
+        description=(
+            "First executions vs warm ones (early vs steady compute per execution) that are "
+            "cold: warm executions vary well under 2x with batch size; lazy initialisation "
+            "makes the first ones 10-1000x slower, and even diluted in a 5 s scrape they stay "
+            "above 3x."
+        ),
+    )
     cold_tail_ratio: float = Field(
         10.0,
         description=(
@@ -172,14 +347,50 @@ class Thresholds(BaseModel):
             "own compute, so a sub-ms model and a 300 ms one are judged alike."
         ),
     )
-    spike_factor: float = Field(3.0, description="Per-scrape latency vs median that is a spike.")
-    burst_merge_s: float = Field(
-        6.0, description="Spikes this close form one burst (double loads)."
+    spike_factor: float = Field(
+        3.0,
+        description=(
+            "Per-scrape latency vs the median that is a spike: at 20 or more requests a "
+            "scrape Poisson and batching noise keep scrapes within about 1.5x; a reload "
+            "stalls requests for its load time (seconds against milliseconds)."
+        ),
     )
-    period_lookback_s: float = Field(420.0, description="Window to look for recurring spikes.")
-    period_min_spikes: int = Field(3, description="Spikes needed to call them periodic.")
-    period_max_cv: float = Field(0.35, description="Spacing variation allowed for a period.")
-    reload_min_events: int = Field(2, description="Reload signs needed at steady traffic.")
+    burst_merge_s: float = Field(
+        6.0,
+        description=(
+            "Spikes this close form one burst: Triton often loads a repository rewritten file "
+            "by file twice, one poll interval (1-5 s) apart."
+        ),
+    )
+    period_lookback_s: float = Field(
+        420.0,
+        description=(
+            "Window to look for recurring spikes: seven minutes hold three reloads of churn "
+            "every two minutes, the slowest cadence that still hurts every few minutes."
+        ),
+    )
+    period_min_spikes: int = Field(
+        3,
+        description=(
+            "Spikes needed to call them periodic: three make two spacings, the fewest that "
+            "can show a period."
+        ),
+    )
+    period_max_cv: float = Field(
+        0.35,
+        description=(
+            "Spacing variation (coefficient of variation) allowed for a period: a job "
+            "rewriting the repository recurs within a poll interval of its period, while "
+            "random hiccups arrive as a Poisson process, whose spacing varies with CV 1."
+        ),
+    )
+    reload_min_events: int = Field(
+        2,
+        description=(
+            "Reload signs (merged per reload) needed at steady traffic: one reload is a "
+            "deploy, two within the lookback are churn."
+        ),
+    )
     reload_burst_compute: float = Field(
         2.0,
         description=(
@@ -215,8 +426,21 @@ class Thresholds(BaseModel):
     )
 
     # Incidents.
-    open_confidence: float = Field(0.55, description="Confidence needed to open an incident.")
-    close_confidence: float = Field(0.35, description="Below this a finding no longer holds.")
+    open_confidence: float = Field(
+        0.55,
+        description=(
+            "Confidence needed to open an incident: a mechanism's required evidence alone "
+            "gives 0.4-0.6, so opening needs at least one corroborating sign beyond the "
+            "weakest mechanisms' base."
+        ),
+    )
+    close_confidence: float = Field(
+        0.35,
+        description=(
+            "Below this a finding no longer holds: a band 0.2 under open_confidence, so a "
+            "finding wavering at the bar neither flaps nor closes."
+        ),
+    )
     hold_s: float = Field(
         0.0,
         description=(
@@ -225,15 +449,40 @@ class Thresholds(BaseModel):
         ),
     )
     hold_evaluations: int = Field(
-        2, description="A finding must hold over this many consecutive evaluations."
+        2,
+        description=(
+            "A finding must hold over this many consecutive evaluations: one scrape's reading "
+            "can be a hiccup; two in a row cost one scrape interval."
+        ),
     )
     hold_single_scrape_s: float = Field(
         15.0,
-        description="At scrape intervals this long one evaluation holds: its window spans 2 scrapes.",
+        description=(
+            "At scrape intervals this long one evaluation holds: each reading already rests "
+            "on a window of two scrapes, and a second evaluation would cost another 15-30 s."
+        ),
     )
-    resolve_after_s: float = Field(45.0, description="Healthy this long before resolving.")
-    resolve_after_scrapes: float = Field(3.0, description="...and at least this many scrapes.")
+    resolve_after_s: float = Field(
+        45.0,
+        description=(
+            "Healthy this long before resolving: longer than a rate window, so resolution is "
+            "judged on a window without a faulty scrape."
+        ),
+    )
+    resolve_after_scrapes: float = Field(
+        3.0,
+        description=("...and at least this many scrapes, for coarse scrape intervals."),
+    )
     supersede_margin: float = Field(
-        0.2, description="A held cause this much more confident replaces the open one."
+        0.2,
+        description=(
+            "A held cause this much more confident replaces the open one: corroborating signs "
+            "add 0.05-0.2 each, so the margin is at least one more sign, not noise."
+        ),
     )
-    update_min_interval_s: float = Field(60.0, description="Rate limit for 'updated' events.")
+    update_min_interval_s: float = Field(
+        60.0,
+        description=(
+            "At most one 'updated' event per subject this often, so a Slack thread stays readable."
+        ),
+    )
