@@ -10,44 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 
+from tests.fault_harness import (
+    FAST,
+    STALE_REASON,
+    TELL,
+    metrics,
+    readiness,
+    running,
+    sample_value,
+    until,
+)
 from tests.fault_servers import FaultyTarget, TargetMode
 from tests.synthetic_triton import BatchingTriton
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_counter
 from tritonguard.core.samples import label
-from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
 from tritonguard.settings import Settings, TargetSettings
 
-# Short windows so an incident opens within seconds and data is stale 2 s after it stops.
-FAST = Thresholds(
-    rate_window_s=1.5,
-    stale_after_min_s=2.0,
-    hold_s=0.5,
-    resolve_after_s=1.0,
-    resolve_after_scrapes=2.0,
-)
-# held_for gives a faulty target time to go stale after its incident opened, so the guard
-# that stops the playbook is seen doing it.
-PLAYBOOK = """
-name: tell-on-call
-when: {causes: [batching_delay], held_for: 5s}
-guards: {cooldown: 1h}
-steps:
-  - action: slack.post
-    params: {text: "{{ pod }} waits in the batcher"}
-"""
 NS, MODEL = "search", "ranker"
 # What /readyz must say for each fault (a fragment of the one-line reason).
 WHY: dict[TargetMode, str] = {
@@ -126,7 +115,7 @@ def settings(
     """Daemon settings: every target scraped every ``interval_s``, dry-run."""
     books = tmp_path / "books"
     books.mkdir(exist_ok=True)
-    (books / "tell.yaml").write_text(PLAYBOOK)
+    (books / "tell.yaml").write_text(TELL)
     return Settings(
         targets=[
             TargetSettings(name=name, metrics_url=t.url, namespace=NS, pod=f"{name}-0")
@@ -182,52 +171,12 @@ async def fleet(
 
     app = DaemonApp(s, engine=engine, playbooks=service, on_events=on_events)
     out = Fleet(targets, app, service)
-    task = asyncio.create_task(app.run(install_signals=False))
     try:
-        await until(lambda: app.http is not None and app.http.port != 0, 10.0)
-        assert app.http is not None
-        yield out, f"http://127.0.0.1:{app.http.port}"
+        async with running(app) as base:
+            yield out, base
     finally:
-        if not task.done():
-            app.request_stop("test finished")
-        await asyncio.wait_for(task, timeout=15)
         for t in targets.values():
             await t.stop()
-
-
-async def until(
-    predicate: Callable[[], bool], timeout_s: float, state: Callable[[], object] = lambda: ""
-) -> None:
-    """Poll ``predicate`` until it holds (generous bounds: the machine may be busy).
-
-    On a timeout the error shows ``state()``, what the test was waiting on.
-    """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s: {state()}")
-
-
-async def readiness(base: str) -> tuple[int, dict[str, Any]]:
-    """Return /readyz's status and body."""
-    async with aiohttp.ClientSession() as http, http.get(f"{base}/readyz") as resp:
-        return resp.status, await resp.json()
-
-
-async def metrics(base: str) -> str:
-    """Return the daemon's own /metrics text."""
-    async with aiohttp.ClientSession() as http, http.get(f"{base}/metrics") as resp:
-        return await resp.text()
-
-
-def counter_value(text: str, series: str) -> float:
-    """Return one sample's value from an exposition (0 when absent)."""
-    for line in text.splitlines():
-        if line.startswith(series + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 async def test_a_fault_on_a_subject_with_an_open_incident_freezes_it_and_blocks_its_playbook(
@@ -295,12 +244,12 @@ async def test_a_fault_on_a_subject_with_an_open_incident_freezes_it_and_blocks_
         assert f.engine.feature_value(subject(pod), "queue_share", now) is None, name
         assert f.resets(pod) == 0, name
         assert trail[pod] == [("*", "skipped", "stale")], name
-        assert reasons[pod] == ["no fresh data for the subject; never act on stale data"]
+        assert reasons[pod] == [STALE_REASON]
     assert targets["scrape/steady"]["ok"] is True
     assert targets["scrape/steady"]["last_success_age_s"] < 2.0
     assert trail["steady-0"] == [("slack.post", "planned", "")]
     # Flapping: half the scrapes fail, none of them turns into data.
-    errors = counter_value(
+    errors = sample_value(
         text, 'tritonguard_source_poll_errors_total{source="scrape",target="flapping"}'
     )
     assert errors >= 4 and f.targets["flapping"].served >= 4
