@@ -14,6 +14,7 @@ from tritonguard.cli import (
     cmd_playbooks,
     cmd_replay,
     cmd_run,
+    cmd_thresholds,
 )
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_run.register(sub)
     cmd_playbooks.register(sub)
     cmd_incidents.register(sub)
+    cmd_thresholds.register(sub)
     cmd_demo.register(sub)
     return parser
 

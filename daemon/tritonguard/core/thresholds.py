@@ -10,7 +10,8 @@ class Thresholds(BaseModel):
 
     Each signature is written for its mechanism; these numbers only set how strong a
     mechanism's evidence must be. Override any of them in the config file under
-    ``engine.thresholds``; unknown keys are an error so typos do not silently do nothing.
+    ``thresholds`` (``tritonguard thresholds --format yaml`` prints them all); unknown keys
+    are an error so typos do not silently do nothing.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
