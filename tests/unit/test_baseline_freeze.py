@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tests.unit.synthetic import Phase, samples_of, triton_model
 from tritonguard.core.engine import Engine
 from tritonguard.core.replay import drive
-
-from tests.unit.synthetic import Phase, samples_of, triton_model
 
 IV = 5.0
 
