@@ -1,4 +1,9 @@
-"""Record lab scenarios into trace fixtures: ``python -m tritonguard.lab.record --out DIR``."""
+"""Record lab scenarios into trace fixtures: ``python -m tritonguard.lab.record --out DIR``.
+
+``--set v1`` (default) is ``scenarios.SCENARIOS``; ``--set v2`` is one part of
+``scenarios_v2``: ``--part tuning`` (default) or ``--part held_out``, which is recorded only when
+asked for, after the engine's thresholds are frozen.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,9 @@ import time
 from pathlib import Path
 
 from tritonguard.lab.recorder import load_raw, write_trace
-from tritonguard.lab.scenario_runner import run_scenario, scaled
+from tritonguard.lab.scenario_runner import Scenario, run_scenario, scaled
 from tritonguard.lab.scenarios import SCENARIOS
+from tritonguard.lab.scenarios_v2 import PARTS, TUNING
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -20,6 +26,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, required=True, help="directory for .om.gz and .labels.json"
     )
     parser.add_argument("--only", nargs="*", default=None, help="scenario names (default: all)")
+    parser.add_argument(
+        "--set", dest="set_name", choices=("v1", "v2"), default="v1", help="scenario set"
+    )
+    parser.add_argument(
+        "--part",
+        choices=tuple(PARTS),
+        default=TUNING,
+        help="part of the v2 set (default: tuning)",
+    )
     parser.add_argument(
         "--raw", type=Path, default=None, help="also keep raw scrapes and server logs here"
     )
@@ -49,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
             count = write_trace(load_raw(raw), args.out / f"{name}.om.gz")
             print(f"{name}: {count} samples")
         return 0
-    names = args.only or list(SCENARIOS)
-    unknown = [n for n in names if n not in SCENARIOS]
+    known: dict[str, Scenario] = SCENARIOS if args.set_name == "v1" else PARTS[args.part]
+    names = args.only or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
         print(
-            f"error: unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}",
+            f"error: unknown scenario(s) {', '.join(unknown)}; known: {', '.join(known)}",
             file=sys.stderr,
         )
         return 2
@@ -61,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     failed = []
     for name in names:
-        scenario = SCENARIOS[name]
+        scenario = known[name]
         if args.scale != 1.0:
             scenario = scaled(scenario, args.scale)
         began = time.monotonic()
