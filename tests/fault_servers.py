@@ -198,12 +198,16 @@ Fault = Answer | HoldAnswer | CutStream
 
 @dataclass
 class Rule:
-    """Apply ``fault`` to the next ``times`` requests whose method and path match."""
+    """Apply ``fault`` to the next ``times`` requests whose method and path match.
+
+    ``query`` names parameters the request must carry (a watch is ``?watch=...``).
+    """
 
     method: str
     path: str
     fault: Fault
     times: int = 1
+    query: tuple[str, ...] = ()
 
     def matches(self, request: web.Request) -> bool:
         """Whether this rule is armed for ``request``."""
@@ -211,6 +215,7 @@ class Rule:
             self.times > 0
             and self.method in ("*", request.method)
             and re.fullmatch(self.path, request.path) is not None
+            and all(name in request.query for name in self.query)
         )
 
 
@@ -255,9 +260,11 @@ class FaultProxy:
         """The proxy's base URL."""
         return f"http://127.0.0.1:{self.port}"
 
-    def add(self, method: str, path: str, fault: Fault, times: int = 1) -> Rule:
+    def add(
+        self, method: str, path: str, fault: Fault, times: int = 1, query: tuple[str, ...] = ()
+    ) -> Rule:
         """Arm a rule and return it (its ``times`` counts down as it fires)."""
-        rule = Rule(method, path, fault, times)
+        rule = Rule(method, path, fault, times, query)
         self.rules.append(rule)
         return rule
 
