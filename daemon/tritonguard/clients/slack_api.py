@@ -1,14 +1,15 @@
 """Slack notifications for tritonguard: post and update diagnoses that always fit Slack's limits.
 
-``SlackNotifier`` wraps ``slack_sdk``'s ``AsyncWebClient`` with slack_sdk's own retry handlers
-(rate limits honour ``Retry-After``; a dropped connection or a 500/503 is retried once) and a
-per-request timeout. :func:`fit_blocks` and :func:`fit_text` shorten whatever a diagnosis
+``SlackNotifier`` wraps ``slack_sdk``'s ``AsyncWebClient`` with retry handlers (rate limits
+honour ``Retry-After`` within a wait budget; a dropped connection or a 500/503 is retried once)
+and a per-request timeout. :func:`fit_blocks` and :func:`fit_text` shorten whatever a diagnosis
 produces to Block Kit's limits, marking each cut, so a large diagnosis is posted shortened
 rather than rejected. Every failure becomes a :class:`SlackError` with a one-line reason.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -20,6 +21,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tritonguard.clients.ports import PostedMessage, SlackApi
@@ -35,6 +39,11 @@ MAX_CONTEXT_ELEMENTS = 10
 MAX_CONTEXT_TEXT = 3000
 MAX_BLOCK_ID = 255
 MAX_MESSAGE_TEXT = 40000
+# How long one call may wait out Slack's rate limiting in all. A post is a playbook step, in
+# line with the remediation after it; Slack may ask for a minute, which no fix should wait.
+DEFAULT_MAX_RATE_LIMIT_WAIT_S = 10.0
+# Slack always sends Retry-After with a 429; this stands in should it not.
+_RETRY_AFTER_UNKNOWN_S = 1.0
 
 SlackErrorKind = Literal[
     "auth", "channel", "invalid", "rate_limited", "down", "timeout", "server", "unknown"
@@ -147,6 +156,65 @@ def fit_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[JsonObj]:
     return fitted
 
 
+def _retry_after_s(headers: Mapping[str, Any]) -> float | None:
+    """Return the seconds a ``Retry-After`` header asks for, or None without a usable one."""
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            first = value[0] if isinstance(value, list) and value else value
+            try:
+                return max(0.0, float(first))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+class _RateLimitWithinBudget(AsyncRateLimitErrorRetryHandler):
+    """Wait out a 429 as long as Slack asks, while the waits of one call fit ``max_wait_s``.
+
+    Past the budget the 429 stands and the call fails at once as rate limited: the caller
+    (a playbook) goes on with its next step instead of waiting for Slack.
+    """
+
+    _WAITED = "tritonguard_rate_limit_waited_s"
+
+    def __init__(self, max_retry_count: int, max_wait_s: float) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.max_wait_s = max_wait_s
+
+    def _wait_for(self, response: HttpResponse | None) -> float:
+        asked = None if response is None else _retry_after_s(response.headers)
+        return _RETRY_AFTER_UNKNOWN_S if asked is None else asked
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        waited = float((state.custom_values or {}).get(self._WAITED, 0.0))
+        return waited + self._wait_for(response) <= self.max_wait_s
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        wait = self._wait_for(response)
+        values = state.custom_values if state.custom_values is not None else {}
+        values[self._WAITED] = float(values.get(self._WAITED, 0.0)) + wait
+        state.custom_values = values
+        state.next_attempt_requested = True
+        await asyncio.sleep(wait)
+        state.increment_current_attempt()
+
+
 def translate_error(exc: BaseException, what: str) -> SlackError:
     """Turn a slack_sdk, aiohttp or asyncio exception into a one-line SlackError."""
     if isinstance(exc, SlackError):
@@ -156,13 +224,20 @@ def translate_error(exc: BaseException, what: str) -> SlackError:
         status = int(getattr(response, "status_code", 0) or 0)
         data = getattr(response, "data", None)
         error = data.get("error") if isinstance(data, dict) else None
+        if status == 429:
+            asked = _retry_after_s(getattr(response, "headers", None) or {})
+            after = "" if asked is None else f", Retry-After {asked:g} s"
+            return SlackError(
+                "rate_limited",
+                f"{what}: rate limited by Slack (HTTP 429{after}); not waiting longer, so the "
+                "playbook goes on",
+                str(error or "ratelimited"),
+            )
         if error:
             details = data.get("errors") if isinstance(data, dict) else None
             extra = f" ({details[0]})" if isinstance(details, list) and details else ""
             kind = _ERROR_KINDS.get(str(error), "unknown")
             return SlackError(kind, _one_line(f"{what}: Slack said {error}{extra}"), str(error))
-        if status == 429:
-            return SlackError("rate_limited", f"{what}: still rate limited after retries")
         if status >= 500:
             return SlackError("server", f"{what}: Slack answered HTTP {status}")
         return SlackError("unknown", _one_line(f"{what}: HTTP {status}: {exc}"))
@@ -180,7 +255,8 @@ class SlackNotifier(SlackApi):
 
     ``base_url`` defaults to Slack's (``https://slack.com/api/``); tests and the lab point it at
     :class:`tests.fakes.fake_slack.FakeSlack`. ``timeout_s`` bounds each HTTP request; rate
-    limits are retried up to ``rate_limit_retries`` times, waiting as long as Slack asks.
+    limits are retried up to ``rate_limit_retries`` times, waiting as long as Slack asks while
+    the waits of one call add up to at most ``max_rate_limit_wait_s``.
     """
 
     def __init__(
@@ -190,10 +266,11 @@ class SlackNotifier(SlackApi):
         base_url: str | None = None,
         timeout_s: float = 10.0,
         rate_limit_retries: int = 2,
+        max_rate_limit_wait_s: float = DEFAULT_MAX_RATE_LIMIT_WAIT_S,
     ) -> None:
         handlers = [
             AsyncConnectionErrorRetryHandler(max_retry_count=1),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+            _RateLimitWithinBudget(rate_limit_retries, max_rate_limit_wait_s),
             AsyncServerErrorRetryHandler(max_retry_count=1),
         ]
         kwargs: dict[str, Any] = {"token": token, "timeout": timeout_s, "retry_handlers": handlers}
