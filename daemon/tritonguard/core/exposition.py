@@ -1,11 +1,36 @@
-"""Parser for Prometheus text format 0.0.4 and OpenMetrics 1.0: exposition text in, samples out."""
+r"""Parser for Prometheus text format 0.0.4 and OpenMetrics 1.0: exposition text in, samples out.
+
+The format decides how strictly a payload is read. OpenMetrics (it ends with ``# EOF``, or
+the caller knows it from the content type) is held to the OpenMetrics parser conformance
+suite: every valid case is read and every invalid case refused, except for two relaxations
+that cannot make evidence wrong:
+
+- a ``# UNIT`` need not be a suffix of its family's name (the engine never reads units);
+- a family may appear again after other families if its metadata is repeated first, keeping
+  its type (a trace that concatenates scrapes does this).
+
+Counter-like values that are NaN or negative are refused in OpenMetrics. The 0.0.4 text
+format, which Triton serves, keeps Prometheus' leniency (blank lines, comments, any
+whitespace, a trailing comma in a label set, families in any order); a NaN or negative
+counter there passes the parser, and the series store takes no such point, so it can never
+read as a counter reset or a rate. An unknown escape in a label value (``\z``) is kept as
+written in OpenMetrics and refused in 0.0.4.
+
+Speed: a series text (``name{labels}``) seen before is not parsed again (``SeriesCache``),
+so a known line costs one partition and one lookup, and values are converted in bulk. What
+the fast scan does not decide itself sends its chunk through the careful path, the
+reference, which names the first problem and its line.
+"""
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
+from operator import truediv
+from typing import Final
 
 from tritonguard.core.inflate import (
     GZIP_MAGIC,
@@ -14,16 +39,25 @@ from tritonguard.core.inflate import (
     Inflater,
     gunzip,
 )
+from tritonguard.core.openmetrics_rules import MAX_EXEMPLAR_CHARS, OpenMetricsRules, RuleError
 from tritonguard.core.samples import Labels, Sample
 
 __all__ = [
+    "STOP",
     "Exposition",
     "ExpositionError",
+    "SeriesCache",
+    "SeriesEntry",
     "decode_payload",
     "iter_exposition",
     "iter_payload_lines",
     "looks_like_openmetrics",
     "parse_exposition",
+    "scan_timed",
+    "scan_untimed",
+    "shared_cache",
+    "to_floats",
+    "to_seconds",
 ]
 
 # Types a `# TYPE` line may declare: 0.0.4 says `untyped`, OpenMetrics says `unknown`.
@@ -47,13 +81,10 @@ _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
 _FINITE = r"[-+]?(?:[0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _FLOAT = rf"(?:{_FINITE}|[-+]?(?i:nan|inf(?:inity)?))"
 _MILLIS = r"[-+]?[0-9]+"
-# The fast path takes any brace-free text as the label block and validates it once per
-# distinct block (the cache key); a block with escapes or a '}' inside a value fails that
-# validation or the line's match, and the line goes to the careful slow path.
+# A new label block is first tried as plain pairs (no escapes, no '}' inside values), one
+# regex for the whole block; anything else is scanned character by character.
 _PLAIN_PAIR = rf'[ \t]*{_LABEL_NAME}[ \t]*=[ \t]*"[^"\\\n]*"[ \t]*'
 _PLAIN_BLOCK_FULL = re.compile(rf"(?:{_PLAIN_PAIR},)*(?:{_PLAIN_PAIR})?").fullmatch
-
-
 _PLAIN_PAIRS = re.compile(rf'({_LABEL_NAME})[ \t]*=[ \t]*"([^"\\\n]*)"').findall
 
 _NAME_AT = re.compile(_NAME).match
@@ -64,10 +95,13 @@ _ESCAPE = re.compile(r"\\(.)")
 _FLOAT_FULL = re.compile(_FLOAT).fullmatch
 _FINITE_FULL = re.compile(_FINITE).fullmatch
 _MILLIS_FULL = re.compile(_MILLIS).fullmatch
+# OpenMetrics' exemplar, strictly: '# {labels} value [timestamp]' with single spaces.
+_EXEMPLAR_PAIR = rf'{_LABEL_NAME}="(?:[^"\\]|\\.)*"'
 _EXEMPLAR_FULL = re.compile(
-    rf'#[ \t]+\{{(?:[ \t]*{_LABEL_NAME}[ \t]*=[ \t]*"(?:[^"\\]|\\.)*"[ \t]*,?)*\}}'
-    rf"[ \t]+{_FLOAT}(?:[ \t]+{_FINITE})?"
+    rf"# \{{((?:{_EXEMPLAR_PAIR}(?:,{_EXEMPLAR_PAIR})*)?)\}} {_FLOAT}(?: {_FINITE})?"
 ).fullmatch
+_EXEMPLAR_PAIRS = re.compile(rf'({_LABEL_NAME})="((?:[^"\\]|\\.)*)"').findall
+_UNIT_FULL = re.compile(r"[a-zA-Z0-9_:]*").fullmatch
 _EOF_LINE = re.compile(r"^# EOF[ \t\r]*$", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
 
@@ -238,11 +272,13 @@ def parse_exposition(
     default_timestamp: float | None = None,
     max_samples: int | None = None,
     max_line_length: int = 65536,
+    cache: SeriesCache | None = None,
 ) -> Exposition:
     """Parse a whole exposition; ``openmetrics=None`` means OpenMetrics iff a ``# EOF`` line exists.
 
     Timestamps come out in seconds (0.0.4 gives integer milliseconds, OpenMetrics float
-    seconds); a sample without one gets ``default_timestamp``.
+    seconds); a sample without one gets ``default_timestamp``. ``cache`` keeps parsed series
+    between calls (a shared one per format is used when none is given).
     """
     om = looks_like_openmetrics(text) if openmetrics is None else openmetrics
     result = Exposition(samples=[], types={}, openmetrics=om)
@@ -255,6 +291,7 @@ def parse_exposition(
         default_timestamp=default_timestamp,
         max_samples=max_samples,
         max_line_length=max_line_length,
+        cache=cache,
     )
     result.samples = parser.feed(text, 1)
     parser.finish(text.count("\n") + 1 if text else 1)
@@ -274,6 +311,7 @@ def iter_exposition(
     max_line_length: int | None = 65536,
     chunk_lines: int = 4096,
     require_timestamps: bool = False,
+    cache: SeriesCache | None = None,
 ) -> Iterator[Sample]:
     """Yield samples from lines (with or without their line ends), e.g. straight from an open file.
 
@@ -293,6 +331,7 @@ def iter_exposition(
         max_samples=max_samples,
         max_line_length=max_line_length,
         require_timestamps=require_timestamps,
+        cache=cache,
     )
     chunk: list[str] = []
     first = 1
@@ -308,21 +347,262 @@ def iter_exposition(
     parser.finish(max(first - 1, 1))
 
 
-def _line_regex(timestamp: str) -> re.Pattern[str]:
-    # One match per line: a sample on the fast path, or the whole line in the last group.
-    return re.compile(
-        rf"^(?:({_NAME})(?:\{{([^}}\n]*)\}})?[ \t]+({_FLOAT})(?:[ \t]+({timestamp}))?[ \t\r]*"
-        r"|(.*))$",
-        re.MULTILINE,
-    )
+# ---- the series cache ---------------------------------------------------------------------
 
 
-_LINES_TEXT = _line_regex(_MILLIS).findall
-_LINES_OPENMETRICS = _line_regex(_FINITE).findall
+class SeriesEntry:
+    """One parsed series text: its metric name and canonical labels (compared by identity)."""
+
+    __slots__ = ("labels", "name")
+
+    def __init__(self, name: str, labels: Labels) -> None:
+        self.name = name
+        self.labels = labels
+
+    def __repr__(self) -> str:
+        return f"SeriesEntry({self.name!r}, {self.labels!r})"
+
+
+class SeriesCache:
+    """Series texts already parsed, so that a steady exposition skips label parsing.
+
+    Keys are exact series texts (``name`` or ``name{...}``) that the careful parser accepted;
+    label blocks are remembered too, so a new name over a known block reuses its labels (and
+    samples share label objects). One cache serves one format: the two read labels
+    differently. Past ``max_entries`` series it starts afresh, so a series churn cannot grow
+    it without bound.
+    """
+
+    __slots__ = ("blocks", "max_entries", "names", "series")
+
+    def __init__(self, max_entries: int = 1 << 18) -> None:
+        self.series: dict[str, SeriesEntry] = {}
+        self.blocks: dict[str, Labels] = {"": ()}
+        self.names: dict[str, str] = {}
+        self.max_entries = max_entries
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def keep_bounded(self) -> None:
+        """Forget everything once over the bound (called between chunks, never mid-chunk)."""
+        if len(self.series) > self.max_entries or len(self.blocks) > self.max_entries:
+            self.series.clear()
+            self.blocks.clear()
+            self.blocks[""] = ()
+            self.names.clear()
+
+    def known_block(self, head: str) -> SeriesEntry | None:
+        """Return the entry for ``head`` if it is a name over a label block already parsed."""
+        m = _NAME_AT(head)
+        if m is None:
+            return None
+        cut = m.end()
+        labels = self.blocks.get(head[cut:])
+        if labels is None:
+            return None
+        name = head[:cut]
+        entry = SeriesEntry(self.names.setdefault(name, name), labels)
+        self.series[head] = entry
+        return entry
+
+    def remember(self, text: str, name: str, block: str, labels: Labels) -> SeriesEntry:
+        """Record a series text the careful parser read as ``name`` + ``block``."""
+        entry = self.series.get(text)
+        if entry is not None:
+            return entry
+        labels = self.blocks.setdefault(block, labels)
+        entry = SeriesEntry(self.names.setdefault(name, name), labels)
+        self.series[text] = entry
+        return entry
+
+
+_SHARED_CACHES = {False: SeriesCache(), True: SeriesCache()}
+
+
+def shared_cache(openmetrics: bool) -> SeriesCache:
+    """Return the process-wide series cache of one format (what parsing uses by default)."""
+    return _SHARED_CACHES[openmetrics]
+
+
+# ---- the fast scan ------------------------------------------------------------------------
+
+# What a miss handler returns for a line that ends the current run: a sample whose timing
+# does not fit the run, or the end of the exposition.
+STOP: Final = object()
+MissHandler = Callable[[str, int, bool], object]
+
+
+def scan_untimed(
+    lines: list[str],
+    start: int,
+    *,
+    get: Callable[[str], object],
+    miss: MissHandler,
+    slots: list[object],
+    raws: list[str],
+) -> int:
+    """Scan ``name{labels} value`` lines from ``start``; return where the run stopped.
+
+    A line whose text before its last space is a known series (``get`` finds it) costs one
+    partition and one lookup: nothing of it is parsed. Any other line goes to ``miss``, which
+    returns None (nothing to keep), ``STOP`` or a ``(slot, raw value)`` pair.
+    """
+    add_slot = slots.append
+    add_raw = raws.append
+    index = start
+    for index in range(start, len(lines)):
+        line = lines[index]
+        head, _, raw = line.rpartition(" ")
+        slot = get(head)
+        if slot is not None:
+            add_slot(slot)
+            add_raw(raw)
+            continue
+        got = miss(line, index, False)
+        if got is None:
+            continue
+        if got is STOP:
+            return index
+        slot, raw = got  # type: ignore[misc]  # a (slot, raw) pair by the handler's contract
+        add_slot(slot)
+        add_raw(raw)
+    return len(lines)
+
+
+def scan_timed(
+    lines: list[str],
+    start: int,
+    *,
+    get: Callable[[str], object],
+    miss: MissHandler,
+    slots: list[object],
+    raws: list[str],
+    stamps: list[str],
+) -> int:
+    """Like ``scan_untimed`` for ``name{labels} value timestamp`` lines (traces)."""
+    add_slot = slots.append
+    add_raw = raws.append
+    add_stamp = stamps.append
+    index = start
+    for index in range(start, len(lines)):
+        line = lines[index]
+        head, _, stamp = line.rpartition(" ")
+        series, _, raw = head.rpartition(" ")
+        slot = get(series)
+        if slot is not None:
+            add_slot(slot)
+            add_raw(raw)
+            add_stamp(stamp)
+            continue
+        got = miss(line, index, True)
+        if got is None:
+            continue
+        if got is STOP:
+            return index
+        slot, raw, stamp = got  # type: ignore[misc]  # a triple by the handler's contract
+        add_slot(slot)
+        add_raw(raw)
+        add_stamp(stamp)
+    return len(lines)
+
+
+# A token that float()/int() read but the grammar does not: underscores, whitespace, other
+# scripts' digits. Tokens are joined with line feeds, which no token holds.
+_ODD_TOKEN = re.compile(r"[^0-9A-Za-z.+\-\n]").search
+
+
+def to_floats(raws: list[str]) -> list[float]:
+    """Convert value tokens exactly as the grammar reads them; ValueError if one is not a float.
+
+    On tokens of digits, letters, '.', '+' and '-' Python's float() accepts precisely the
+    exposition grammar (NaN and Inf in any case, exponents, no hex), so checking the
+    alphabet of all tokens at once leaves one C-level conversion per token.
+    """
+    if raws and _ODD_TOKEN("\n".join(raws)) is not None:
+        raise ValueError("a token outside the number alphabet")
+    return list(map(float, raws))
+
+
+def to_seconds(stamps: list[str], openmetrics: bool) -> list[float]:
+    """Convert timestamp tokens to seconds: OpenMetrics' finite seconds, 0.0.4's integer ms."""
+    if stamps and _ODD_TOKEN("\n".join(stamps)) is not None:
+        raise ValueError("a token outside the number alphabet")
+    if openmetrics:
+        seconds = list(map(float, stamps))
+        # A non-finite timestamp makes the sum non-finite (so may an overflow, which the
+        # careful path then clears).
+        if not math.isfinite(sum(seconds)):
+            raise ValueError("a timestamp that is not finite")
+        return seconds
+    return list(map(truediv, map(int, stamps), repeat(1000.0)))
+
+
+class _Retry(Exception):
+    """The fast scan met something it does not decide itself: re-read the chunk carefully."""
+
+
+class _Run:
+    """Samples of consecutive lines with the same timing, as tokens not yet converted."""
+
+    __slots__ = ("events", "exemplars", "raws", "slots", "stamps", "timed")
+
+    def __init__(self, timed: bool) -> None:
+        self.timed = timed
+        self.slots: list[object] = []
+        self.raws: list[str] = []
+        self.stamps: list[str] = []
+        # OpenMetrics metadata, each before the sample at its position: (pos, kw, family, v).
+        self.events: list[tuple[int, str, str, str]] = []
+        # Positions of OpenMetrics samples that carried an exemplar.
+        self.exemplars: set[int] = set()
+
+
+# Slot descriptors of Sample: setting them directly builds a sample in half the time of the
+# frozen dataclass's __init__ (which goes through object.__setattr__ field by field).
+_new_object = object.__new__
+_set_name = Sample.__dict__["name"].__set__
+_set_labels = Sample.__dict__["labels"].__set__
+_set_value = Sample.__dict__["value"].__set__
+_set_timestamp = Sample.__dict__["timestamp"].__set__
+
+
+def _samples(
+    entries: list[SeriesEntry],
+    values: list[float],
+    stamps: list[float] | None,
+    default: float | None,
+) -> list[Sample]:
+    out: list[Sample] = []
+    append = out.append
+    new = _new_object
+    cls = Sample
+    if stamps is None:
+        for entry, value in zip(entries, values, strict=True):
+            s = new(cls)
+            _set_name(s, entry.name)
+            _set_labels(s, entry.labels)
+            _set_value(s, value)
+            _set_timestamp(s, default)
+            append(s)
+    else:
+        for entry, value, stamp in zip(entries, values, stamps, strict=True):
+            s = new(cls)
+            _set_name(s, entry.name)
+            _set_labels(s, entry.labels)
+            _set_value(s, value)
+            _set_timestamp(s, stamp)
+            append(s)
+    return out
 
 
 class _ChunkParser:
-    """Parse newline-joined lines chunk by chunk, keeping state (metadata, caches, EOF) across."""
+    """Parse newline-joined lines chunk by chunk, keeping state (metadata, caches, EOF) across.
+
+    Each chunk is read by the fast scan first; whatever it does not decide itself (a bad
+    token, a rule broken, an error anywhere) makes the chunk be read again line by line by
+    the careful path, which is the reference: it names the first problem and its line.
+    """
 
     def __init__(
         self,
@@ -336,6 +616,7 @@ class _ChunkParser:
         max_samples: int | None,
         max_line_length: int | None,
         require_timestamps: bool = False,
+        cache: SeriesCache | None = None,
     ) -> None:
         self.source = source
         self.require_timestamps = require_timestamps
@@ -351,98 +632,276 @@ class _ChunkParser:
         self.max_line_length = max_line_length
         self.count = 0
         self.seen_eof = False
-        self.label_cache: dict[str, Labels] = {"": ()}
-        self.names: dict[str, str] = {}
+        self.cache = cache if cache is not None else shared_cache(openmetrics)
+        self.rules = OpenMetricsRules() if openmetrics else None
+        # The timing the last chunk's samples had: traces are timed, scrapes are not.
+        self.timed = openmetrics and require_timestamps
+        # Set by the miss handler when it meets '# EOF' (index in the chunk's lines).
+        self._eof_index: int | None = None
+        self._first_line = 1
+        self._run: _Run | None = None
 
+    # ---- one chunk --------------------------------------------------------------------------
     def feed(self, text: str, first_line: int) -> list[Sample]:
         """Parse ``text`` whose first line is line ``first_line`` of the input."""
-        source = self.source
         self._check_line_length(text, first_line)
         if self.seen_eof:
             self._check_after_eof(text, first_line)
             return []
+        self.cache.keep_bounded()
+        saved = (self.count, self.untimed, self.timed, self.rules)
+        if self.rules is not None:
+            self.rules = self.rules.copy()
+        try:
+            return self._fast(text, first_line)
+        except _Retry:
+            self.count, self.untimed, self.timed, self.rules = saved
+            self._eof_index = None
+            return self._careful(text, first_line)
+
+    def _fast(self, text: str, first_line: int) -> list[Sample]:
+        lines = text.split("\n")
+        self._first_line = first_line
+        self._eof_index = None
+        get = self.cache.series.get
+        runs: list[_Run] = []
+        start = 0
+        end = len(lines)
+        timed = self.timed
+        while start < end:
+            run = self._run = _Run(timed)
+            if timed:
+                stop = scan_timed(
+                    lines,
+                    start,
+                    get=get,
+                    miss=self._miss,
+                    slots=run.slots,
+                    raws=run.raws,
+                    stamps=run.stamps,
+                )
+            else:
+                stop = scan_untimed(
+                    lines, start, get=get, miss=self._miss, slots=run.slots, raws=run.raws
+                )
+            runs.append(run)
+            if self._eof_index is not None:
+                break
+            if stop == start and not run.slots and not run.events:
+                raise _Retry  # a line neither timing takes: let the careful path name it
+            start = stop
+            timed = not timed
+        self._run = None
+        self.timed = timed
         om = self.openmetrics
-        rows = (_LINES_OPENMETRICS if om else _LINES_TEXT)(text)
-        label_cache = self.label_cache
-        names = self.names
-        default_ts = self.default_timestamp
-        limit = self.limit
-        count = self.count
-        lines: list[str] | None = None
+        default = self.default_timestamp
         out: list[Sample] = []
-        append = out.append
-        new_sample = Sample
-        to_float = float
-        for index, (name, block, raw_value, raw_ts, rest_of_line) in enumerate(rows):
-            line = rest_of_line
-            if name:
-                labels = label_cache.get(block)
-                if labels is None and _PLAIN_BLOCK_FULL(block):
-                    labels = _plain_labels(_PLAIN_PAIRS(block), source, first_line + index)
-                    label_cache[block] = labels
-                if labels is not None:
-                    count += 1
-                    if count > limit:
-                        _too_many(source, first_line + index, limit)
-                    if not raw_ts:
-                        if self.require_timestamps:
-                            self._note_untimed(first_line + index, name)
-                            continue
-                        timestamp = default_ts
-                    elif om:
-                        timestamp = to_float(raw_ts)
-                    else:
-                        timestamp = int(raw_ts) / 1000.0
-                    append(
-                        new_sample(
-                            names.setdefault(name, name), labels, to_float(raw_value), timestamp
-                        )
-                    )
-                    continue
-                # Escapes or an odd label block: re-read the whole line the careful way.
-                if lines is None:
-                    lines = text.split("\n")
-                line = lines[index]
+        total = self.count + sum(len(run.slots) for run in runs)
+        if total > self.limit:
+            raise _Retry
+        self.count = total
+        for run in runs:
+            try:
+                values = to_floats(run.raws)
+                stamps = to_seconds(run.stamps, om) if run.timed else None
+            except (ValueError, OverflowError):
+                raise _Retry from None
+            entries: list[SeriesEntry] = run.slots  # type: ignore[assignment]  # parser slots
+            if self.rules is not None:
+                self._apply_rules(run, entries, values, stamps)
+            out += _samples(entries, values, stamps, default)
+        if self._eof_index is not None:
+            self._end_rules()
+            self.seen_eof = True
+            rest = lines[self._eof_index + 1 :]
+            if rest:
+                self._check_after_eof("\n".join(rest), first_line + self._eof_index + 1)
+        return out
+
+    def _apply_rules(
+        self, run: _Run, entries: list[SeriesEntry], values: list[float], stamps: list[float] | None
+    ) -> None:
+        rules = self.rules
+        assert rules is not None
+        events = run.events
+        exemplars = run.exemplars
+        next_event = 0
+        sample = rules.sample
+        try:
+            for pos, entry in enumerate(entries):
+                while next_event < len(events) and events[next_event][0] == pos:
+                    self._meta(*events[next_event][1:])
+                    next_event += 1
+                sample(
+                    entry,
+                    entry.name,
+                    entry.labels,
+                    values[pos],
+                    None if stamps is None else stamps[pos],
+                    exemplar=pos in exemplars,
+                )
+            for event in events[next_event:]:
+                self._meta(*event[1:])
+        except (RuleError, ExpositionError):
+            raise _Retry from None
+
+    def _end_rules(self) -> None:
+        if self.rules is not None:
+            try:
+                self.rules.end()
+            except RuleError:
+                raise _Retry from None
+
+    def _meta(self, keyword: str, family: str, value: str) -> None:
+        """Take one OpenMetrics metadata line: the family rules, then the recorded metadata."""
+        rules = self.rules
+        assert rules is not None
+        rules.meta(keyword, family, value)
+        if keyword == "TYPE":
+            _declare_type(self.types, family, value, self.source, 0)
+        elif keyword == "HELP":
+            if self.help is not None:
+                self.help[family] = _unescape_help(value, True)
+        elif self.units is not None:
+            self.units[family] = value
+
+    def _miss(self, line: str, index: int, timed: bool) -> object:
+        """Decide a line the scan did not find: metadata, blank, new series or other timing."""
+        om = self.openmetrics
+        if not line or line[0] == "#" or line[0] in " \t\r":
             stripped = line.strip()
+            if om and (not stripped or line[0] != "#"):
+                raise _Retry  # OpenMetrics has no blank lines nor leading whitespace
+            if not stripped:
+                return None
+            if stripped[0] != "#":
+                raise _Retry  # an indented sample: the careful path reads it
+            if om:
+                if line == "# EOF":
+                    self._eof_index = index
+                    return STOP
+                try:
+                    keyword, family, value = _openmetrics_meta(line, self.source, 0)
+                except ExpositionError:
+                    raise _Retry from None
+                run = self._run
+                assert run is not None
+                run.events.append((len(run.slots), keyword, family, value))
+                return None
+            try:
+                _read_metadata(
+                    stripped,
+                    source=self.source,
+                    lineno=0,
+                    openmetrics=False,
+                    types=self.types,
+                    help=self.help,
+                    units=self.units,
+                )
+            except ExpositionError:
+                raise _Retry from None
+            return None
+        cache = self.cache
+        if timed:
+            head, _, stamp = line.rpartition(" ")
+            series, _, raw = head.rpartition(" ")
+        else:
+            series, _, raw = line.rpartition(" ")
+            stamp = ""
+        entry = cache.known_block(series) if series else None
+        if entry is not None:
+            return (entry, raw, stamp) if timed else (entry, raw)
+        try:
+            parsed = _parse_sample_line(line, self.source, 0, om, cache)
+        except ExpositionError:
+            raise _Retry from None
+        entry, raw, stamp, exemplar = parsed
+        if exemplar:
+            run = self._run
+            assert run is not None
+            run.exemplars.add(len(run.slots))
+        if not stamp:
+            if self.require_timestamps:
+                self.count += 1
+                self._note_untimed(self._first_line + index, entry.name)
+                return None
+            return STOP if timed else (entry, raw)
+        return (entry, raw, stamp) if timed else STOP
+
+    # ---- the careful path -------------------------------------------------------------------
+    def _careful(self, text: str, first_line: int) -> list[Sample]:
+        """Read a chunk line by line, naming the first problem and its line."""
+        source = self.source
+        om = self.openmetrics
+        cache = self.cache
+        default_ts = self.default_timestamp
+        out: list[Sample] = []
+        lines = text.split("\n")
+        for index, line in enumerate(lines):
+            lineno = first_line + index
+            stripped = line.strip()
+            if om and (not stripped or line[0] != stripped[0]):
+                reason = (
+                    "blank line: OpenMetrics has none before '# EOF'"
+                    if not stripped
+                    else "leading whitespace: OpenMetrics lines start with a name or '#'"
+                )
+                raise ExpositionError(source, lineno, reason)
             if not stripped:
                 continue
-            lineno = first_line + index
             if stripped[0] == "#":
-                if om and stripped == "# EOF":
-                    self.seen_eof = True
-                    rest = text.split("\n", index + 1)
-                    if len(rest) > index + 1:
-                        self._check_after_eof(rest[index + 1], lineno + 1)
-                    break
+                if om:
+                    if line == "# EOF":
+                        self._careful_end(lineno)
+                        self.seen_eof = True
+                        if index + 1 < len(lines):
+                            self._check_after_eof("\n".join(lines[index + 1 :]), lineno + 1)
+                        break
+                    keyword, family, value = _openmetrics_meta(line, source, lineno)
+                    try:
+                        self._meta(keyword, family, value)
+                    except RuleError as exc:
+                        raise ExpositionError(source, lineno, str(exc)) from None
+                    continue
                 _read_metadata(
                     stripped,
                     source=source,
                     lineno=lineno,
-                    openmetrics=om,
+                    openmetrics=False,
                     types=self.types,
                     help=self.help,
                     units=self.units,
                 )
                 continue
-            sample_name, labels_, value, timestamp = _parse_sample_slow(
-                stripped, source, lineno, om
-            )
-            count += 1
-            if count > limit:
-                _too_many(source, lineno, limit)
+            entry, raw, raw_ts, exemplar = _parse_sample_line(line, source, lineno, om, cache)
+            self.count += 1
+            if self.count > self.limit:
+                _too_many(source, lineno, self.limit)
+            number = float(raw)
+            timestamp = _seconds(raw_ts, om) if raw_ts else None
             if timestamp is None and self.require_timestamps:
-                self._note_untimed(lineno, sample_name)
+                self._note_untimed(lineno, entry.name)
                 continue
-            append(
+            if self.rules is not None:
+                try:
+                    self.rules.sample(
+                        entry, entry.name, entry.labels, number, timestamp, exemplar=exemplar
+                    )
+                except RuleError as exc:
+                    raise ExpositionError(source, lineno, str(exc)) from None
+            out.append(
                 Sample(
-                    names.setdefault(sample_name, sample_name),
-                    labels_,
-                    value,
-                    default_ts if timestamp is None else timestamp,
+                    entry.name, entry.labels, number, default_ts if timestamp is None else timestamp
                 )
             )
-        self.count = count
         return out
+
+    def _careful_end(self, lineno: int) -> None:
+        if self.rules is not None:
+            try:
+                self.rules.end()
+            except RuleError as exc:
+                raise ExpositionError(self.source, lineno, str(exc)) from None
 
     def finish(self, last_line: int) -> None:
         """Check the end of input: OpenMetrics must have ended with ``# EOF``; timestamps given."""
@@ -499,6 +958,10 @@ class _ChunkParser:
                 )
 
 
+def _seconds(raw: str, openmetrics: bool) -> float:
+    return float(raw) if openmetrics else int(raw) / 1000.0
+
+
 def _plain_labels(pairs: list[tuple[str, str]], source: str, lineno: int) -> Labels:
     if len(dict(pairs)) != len(pairs):
         seen: set[str] = set()
@@ -519,6 +982,18 @@ def _too_many(source: str, lineno: int, limit: int) -> None:
     )
 
 
+def _declare_type(types: dict[str, str], family: str, kind: str, source: str, lineno: int) -> None:
+    declared = types.get(family)
+    if declared is not None and declared != kind:
+        raise ExpositionError(
+            source,
+            lineno,
+            f"family {family!r} was declared {declared!r} earlier and {kind!r} here; "
+            "one family must keep one type",
+        )
+    types[family] = kind
+
+
 def _read_metadata(
     line: str,
     *,
@@ -529,6 +1004,7 @@ def _read_metadata(
     help: dict[str, str] | None,
     units: dict[str, str] | None,
 ) -> None:
+    """Read a 0.0.4 comment line: ``# TYPE``/``# HELP``/``# UNIT`` are recorded, others ignored."""
     parts = line.split(None, 3)
     if len(parts) < 2 or parts[0] != "#" or parts[1] not in ("TYPE", "HELP", "UNIT"):
         return  # a plain comment
@@ -548,20 +1024,53 @@ def _read_metadata(
                 f"unknown metric type {kind!r} for {family!r}; "
                 f"use one of {', '.join(sorted(METRIC_TYPES))}",
             )
-        declared = types.get(family)
-        if declared is not None and declared != kind:
-            raise ExpositionError(
-                source,
-                lineno,
-                f"family {family!r} was declared {declared!r} earlier and {kind!r} here; "
-                "one family must keep one type",
-            )
-        types[family] = kind
+        _declare_type(types, family, kind, source, lineno)
     elif keyword == "HELP":
         if help is not None:
             help[family] = _unescape_help(rest, openmetrics)
     elif units is not None:
         units[family] = rest.strip()
+
+
+_OPENMETRICS_TYPES = METRIC_TYPES - {"untyped"}
+
+
+def _openmetrics_meta(line: str, source: str, lineno: int) -> tuple[str, str, str]:
+    """Split an OpenMetrics metadata line into (keyword, family, text/type/unit), strictly."""
+    parts = line.split(" ", 3)
+    keyword = parts[1] if len(parts) > 1 and parts[0] == "#" else ""
+    if keyword not in ("TYPE", "HELP", "UNIT"):
+        raise ExpositionError(
+            source,
+            lineno,
+            "comment line in OpenMetrics, which has none: a '#' line is '# HELP', '# TYPE', "
+            "'# UNIT' or '# EOF'",
+        )
+    if len(parts) < 3 or _NAME_FULL(parts[2]) is None:
+        raise ExpositionError(
+            source, lineno, f"'# {keyword}' must be followed by a valid metric family name"
+        )
+    family = parts[2]
+    if len(parts) < 4:
+        raise ExpositionError(
+            source,
+            lineno,
+            f"'# {keyword} {family}' needs a space and its value after the name "
+            "(OpenMetrics: '# HELP name text', '# TYPE name type', '# UNIT name unit')",
+        )
+    value = parts[3]
+    if keyword == "TYPE" and value not in METRIC_TYPES:
+        raise ExpositionError(
+            source,
+            lineno,
+            f"unknown metric type {value!r} for {family!r}; "
+            f"use one of {', '.join(sorted(_OPENMETRICS_TYPES))}",
+        )
+    if keyword == "UNIT" and _UNIT_FULL(value) is None:
+        raise ExpositionError(
+            source, lineno, f"bad unit {value!r} for {family!r}: letters, digits and '_' only"
+        )
+    return keyword, family, value
 
 
 def _unescape_help(text: str, openmetrics: bool) -> str:
@@ -576,18 +1085,23 @@ def _unescape_help(text: str, openmetrics: bool) -> str:
     return _ESCAPE.sub(repl, text) if "\\" in text else text
 
 
-def _unescape_label(raw: str, name: str, source: str, lineno: int) -> str:
+def _unescape_label(raw: str, name: str, source: str, lineno: int, openmetrics: bool) -> str:
+    if "\\" not in raw:
+        return raw
+
     def repl(m: re.Match[str]) -> str:
         char = m.group(1)
-        try:
-            return _LABEL_UNESCAPES[char]
-        except KeyError:
-            raise ExpositionError(
-                source,
-                lineno,
-                f"invalid escape '\\{char}' in the value of label {name!r}; "
-                'only \\\\, \\" and \\n are allowed (write a backslash as \\\\)',
-            ) from None
+        known = _LABEL_UNESCAPES.get(char)
+        if known is not None:
+            return known
+        if openmetrics:
+            return m.group(0)  # OpenMetrics keeps an unknown escape as written
+        raise ExpositionError(
+            source,
+            lineno,
+            f"invalid escape '\\{char}' in the value of label {name!r}; "
+            'only \\\\, \\" and \\n are allowed (write a backslash as \\\\)',
+        )
 
     return _ESCAPE.sub(repl, raw)
 
@@ -617,95 +1131,68 @@ def _garbled(line: str, source: str, lineno: int) -> ExpositionError:
     return ExpositionError(source, lineno, reason)
 
 
-def _parse_sample_slow(
-    line: str, source: str, lineno: int, openmetrics: bool
-) -> tuple[str, Labels, float, float | None]:
-    """Parse one stripped sample line the careful way, naming precisely what is wrong."""
-    m = _NAME_AT(line)
+def _parse_sample_line(
+    line: str, source: str, lineno: int, openmetrics: bool, cache: SeriesCache
+) -> tuple[SeriesEntry, str, str, bool]:
+    """Parse one sample line the careful way; return (series, value token, ts token, exemplar).
+
+    The tokens are checked against the grammar (the timestamp is "" when absent), and the
+    series text is remembered in ``cache``. Every problem is an ExpositionError naming it.
+    """
+    text = line.strip()
+    if openmetrics and text != line:
+        raise ExpositionError(
+            source,
+            lineno,
+            "leading or trailing whitespace: OpenMetrics separates a sample's parts with "
+            "single spaces and has none at the line's ends",
+        )
+    m = _NAME_AT(text)
     if m is None:
-        raise _garbled(line, source, lineno)
+        raise _garbled(text, source, lineno)
     name = m.group(0)
     pos = m.end()
-    end = len(line)
+    block_start = pos
+    end = len(text)
     labels: Labels = ()
-    if pos < end and line[pos] == "{":
-        pairs: list[tuple[str, str]] = []
-        pos += 1
-        while True:
-            while pos < end and line[pos] in " \t":
-                pos += 1
-            if pos >= end:
-                raise ExpositionError(
-                    source, lineno, f"label set of {name!r} is not closed; add the missing '}}'"
-                )
-            if line[pos] == "}":
-                pos += 1
-                break
-            lm = _LABEL_NAME_AT(line, pos)
-            if lm is None:
-                raise ExpositionError(
-                    source,
-                    lineno,
-                    f"expected a label name or '}}' at column {pos + 1} of {name!r}'s label set",
-                )
-            label_name = lm.group(0)
-            pos = lm.end()
-            while pos < end and line[pos] in " \t":
-                pos += 1
-            if pos >= end or line[pos] != "=":
-                raise ExpositionError(
-                    source, lineno, f"expected '=' after label name {label_name!r} of {name!r}"
-                )
-            pos += 1
-            while pos < end and line[pos] in " \t":
-                pos += 1
-            if pos >= end or line[pos] != '"':
-                raise ExpositionError(
-                    source,
-                    lineno,
-                    f"the value of label {label_name!r} must be in double quotes",
-                )
-            qm = _QUOTED_REST(line, pos + 1)
-            if qm is None:
-                raise ExpositionError(
-                    source,
-                    lineno,
-                    f"unterminated quoted value of label {label_name!r}; add the closing '\"' "
-                    'and escape quotes inside the value as \\"',
-                )
-            pairs.append((label_name, _unescape_label(qm.group(1), label_name, source, lineno)))
-            pos = qm.end()
-            while pos < end and line[pos] in " \t":
-                pos += 1
-            if pos >= end:
-                raise ExpositionError(
-                    source, lineno, f"label set of {name!r} is not closed; add the missing '}}'"
-                )
-            if line[pos] == ",":
-                pos += 1
-            elif line[pos] == "}":
-                pos += 1
-                break
-            else:
-                raise ExpositionError(
-                    source,
-                    lineno,
-                    f"expected ',' or '}}' after the value of label {label_name!r} of {name!r}",
-                )
-        labels = _plain_labels(pairs, source, lineno)
-    rest = line[pos:]
+    if pos < end and text[pos] == "{":
+        pos, labels = _parse_label_block(text, pos, name, source, lineno, openmetrics=openmetrics)
+    entry = cache.remember(text[:pos], name, text[block_start:pos], labels)
+    rest = text[pos:]
     if not rest or rest[0] not in " \t":
         if not rest:
             raise ExpositionError(source, lineno, f"sample {name!r} has no value")
-        raise _garbled(line, source, lineno)
+        raise _garbled(text, source, lineno)
     # Values and timestamps contain no '#', so the first one starts an exemplar.
     hash_at = rest.find("#")
     exemplar = rest[hash_at:] if hash_at >= 0 else ""
-    tokens = (rest[:hash_at] if hash_at >= 0 else rest).split()
+    main = rest[:hash_at] if hash_at >= 0 else rest
+    if openmetrics:
+        tokens = main[1:].split(" ")
+        if exemplar:
+            if not tokens or tokens[-1] != "":
+                raise ExpositionError(
+                    source,
+                    lineno,
+                    f"malformed exemplar after {name!r}; expected ' # {{labels}} value "
+                    "[timestamp]' after one space",
+                )
+            tokens.pop()
+        if "" in tokens or "\t" in main:
+            if tokens == [""] or not tokens:
+                raise ExpositionError(source, lineno, f"sample {name!r} has no value")
+            raise ExpositionError(
+                source,
+                lineno,
+                f"sample {name!r}: OpenMetrics separates the name, value and timestamp with "
+                "single spaces",
+            )
+    else:
+        tokens = main.split()
     if not tokens:
         raise ExpositionError(source, lineno, f"sample {name!r} has no value")
     if len(tokens) > 2 and _FLOAT_FULL(tokens[0]) is None:
-        raise _garbled(line, source, lineno)
+        raise _garbled(text, source, lineno)
     if len(tokens) > 2:
         raise ExpositionError(
             source,
@@ -720,10 +1207,8 @@ def _parse_sample_slow(
             f"bad value {tokens[0]!r} for {name!r}; expected a float such as 1, 2.5e-3, "
             "NaN, +Inf or -Inf",
         )
-    value = float(tokens[0])
-    timestamp: float | None = None
-    if len(tokens) == 2:
-        raw_ts = tokens[1]
+    raw_ts = tokens[1] if len(tokens) == 2 else ""
+    if raw_ts:
         if openmetrics:
             if _FINITE_FULL(raw_ts) is None:
                 raise ExpositionError(
@@ -732,17 +1217,14 @@ def _parse_sample_slow(
                     f"bad timestamp {raw_ts!r} for {name!r}; OpenMetrics wants finite "
                     "seconds since the epoch, e.g. 1700000000.25",
                 )
-            timestamp = float(raw_ts)
-        else:
-            if _MILLIS_FULL(raw_ts) is None:
-                raise ExpositionError(
-                    source,
-                    lineno,
-                    f"bad timestamp {raw_ts!r} for {name!r}; the 0.0.4 text format wants "
-                    "integer milliseconds since the epoch (float seconds only in OpenMetrics, "
-                    "which ends with '# EOF')",
-                )
-            timestamp = int(raw_ts) / 1000.0
+        elif _MILLIS_FULL(raw_ts) is None:
+            raise ExpositionError(
+                source,
+                lineno,
+                f"bad timestamp {raw_ts!r} for {name!r}; the 0.0.4 text format wants "
+                "integer milliseconds since the epoch (float seconds only in OpenMetrics, "
+                "which ends with '# EOF')",
+            )
     if exemplar:
         if not openmetrics:
             raise ExpositionError(
@@ -751,10 +1233,111 @@ def _parse_sample_slow(
                 f"unexpected '#' after the sample of {name!r}; exemplars exist only in "
                 "OpenMetrics, whose exposition ends with '# EOF'",
             )
-        if _EXEMPLAR_FULL(exemplar.rstrip()) is None:
+        _check_exemplar(exemplar, name, source, lineno)
+    return entry, tokens[0], raw_ts, bool(exemplar)
+
+
+def _check_exemplar(exemplar: str, name: str, source: str, lineno: int) -> None:
+    """Check an OpenMetrics exemplar: '# {labels} value [timestamp]', at most 128 characters."""
+    m = _EXEMPLAR_FULL(exemplar)
+    if m is None:
+        raise ExpositionError(
+            source,
+            lineno,
+            f"malformed exemplar after {name!r}; expected '# {{labels}} value [timestamp]'",
+        )
+    pairs = _EXEMPLAR_PAIRS(m.group(1))
+    size = sum(len(k) + len(_unescape_label(v, k, source, lineno, True)) for k, v in pairs)
+    if size > MAX_EXEMPLAR_CHARS:
+        raise ExpositionError(
+            source,
+            lineno,
+            f"exemplar labels after {name!r} are {size} characters long; OpenMetrics allows "
+            f"{MAX_EXEMPLAR_CHARS}",
+        )
+
+
+def _parse_label_block(
+    line: str, pos: int, name: str, source: str, lineno: int, *, openmetrics: bool
+) -> tuple[int, Labels]:
+    """Parse the label block starting at ``line[pos] == '{'``; return (end, labels)."""
+    end = len(line)
+    close = line.find("}", pos)
+    if close > 0:
+        # Most blocks hold no escapes nor braces in their values: one regex decides those.
+        inner = line[pos + 1 : close]
+        if _PLAIN_BLOCK_FULL(inner) and not (openmetrics and inner.rstrip(" \t").endswith(",")):
+            return close + 1, _plain_labels(_PLAIN_PAIRS(inner), source, lineno)
+    pairs: list[tuple[str, str]] = []
+    pos += 1
+    after_comma = False
+    while True:
+        while pos < end and line[pos] in " \t":
+            pos += 1
+        if pos >= end:
+            raise ExpositionError(
+                source, lineno, f"label set of {name!r} is not closed; add the missing '}}'"
+            )
+        if line[pos] == "}":
+            if after_comma and openmetrics:
+                raise ExpositionError(
+                    source, lineno, f"trailing ',' in the label set of {name!r}; remove it"
+                )
+            pos += 1
+            break
+        lm = _LABEL_NAME_AT(line, pos)
+        if lm is None:
             raise ExpositionError(
                 source,
                 lineno,
-                f"malformed exemplar after {name!r}; expected '# {{labels}} value [timestamp]'",
+                f"expected a label name or '}}' at column {pos + 1} of {name!r}'s label set",
             )
-    return name, labels, value, timestamp
+        label_name = lm.group(0)
+        pos = lm.end()
+        while pos < end and line[pos] in " \t":
+            pos += 1
+        if pos >= end or line[pos] != "=":
+            raise ExpositionError(
+                source, lineno, f"expected '=' after label name {label_name!r} of {name!r}"
+            )
+        pos += 1
+        while pos < end and line[pos] in " \t":
+            pos += 1
+        if pos >= end or line[pos] != '"':
+            raise ExpositionError(
+                source,
+                lineno,
+                f"the value of label {label_name!r} must be in double quotes",
+            )
+        qm = _QUOTED_REST(line, pos + 1)
+        if qm is None:
+            raise ExpositionError(
+                source,
+                lineno,
+                f"unterminated quoted value of label {label_name!r}; add the closing '\"' "
+                'and escape quotes inside the value as \\"',
+            )
+        pairs.append(
+            (label_name, _unescape_label(qm.group(1), label_name, source, lineno, openmetrics))
+        )
+        pos = qm.end()
+        while pos < end and line[pos] in " \t":
+            pos += 1
+        if pos >= end:
+            raise ExpositionError(
+                source, lineno, f"label set of {name!r} is not closed; add the missing '}}'"
+            )
+        after_comma = False
+        if line[pos] == ",":
+            pos += 1
+            after_comma = True
+        elif line[pos] == "}":
+            pos += 1
+            break
+        else:
+            raise ExpositionError(
+                source,
+                lineno,
+                f"expected ',' or '}}' after the value of label {label_name!r} of {name!r}",
+            )
+    return pos, _plain_labels(pairs, source, lineno)

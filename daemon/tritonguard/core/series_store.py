@@ -191,8 +191,13 @@ class SeriesStore:
 
     def add(self, sample: Sample, now: float) -> None:
         """Add one sample; a sample without timestamp is taken at ``now``."""
-        if not is_consumed(sample.name) or math.isnan(sample.value):
+        value = sample.value
+        if not is_consumed(sample.name) or math.isnan(value):
             # NaN (e.g. a summary quantile with no observations yet) is no information.
+            return
+        if value < 0 and is_counter(sample.name):
+            # A counter never goes below zero: taken as a point it would read as a reset and a
+            # rate that never happened, so it is no information either.
             return
         t = now if sample.timestamp is None else sample.timestamp
         key = (sample.name, sample.labels)
