@@ -228,13 +228,13 @@ class Seen:
     fault: str
 
 
+# Not passed on: the hop's own framing. Content-Encoding is: bodies go through as they came.
 _HOP_BY_HOP = frozenset(
     {
         "connection",
         "keep-alive",
         "transfer-encoding",
         "content-length",
-        "content-encoding",
         "host",
         "upgrade",
     }

@@ -10,6 +10,7 @@ reads as zero. A Prometheus scraping nothing from the start opens nothing.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from tests.fault_harness import FAST, STALE_REASON, TELL, readiness, running, until
+from tests.fault_servers import Answer, FaultProxy
 from tests.fixtures_prometheus import MetricsServer, closed_port_url
 from tests.synthetic_triton import BatchingTriton
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.samples import label
 from tritonguard.lab.prometheus_server import PrometheusServer, ScrapeJob
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
@@ -202,3 +205,45 @@ async def test_prometheus_scraping_nothing_opens_nothing(tmp_path: Path) -> None
     assert w.events == []
     assert series == 0
     assert status == 200 and ready["targets"]["prometheus/triton"]["ok"] is True
+
+
+async def test_a_gap_in_the_daemons_queries_is_read_back_once_they_succeed(
+    tmp_path: Path, triton: MetricsServer
+) -> None:
+    """Prometheus scrapes on while the daemon's queries fail; the next good poll fills the gap.
+
+    A proxy in front of Prometheus answers every query with 503 for four seconds: /readyz
+    shows the failure meanwhile. Once queries pass again the daemon reads back from its last
+    good poll, so the samples Prometheus stored during the gap arrive, in order: nothing is
+    lost but time.
+    """
+    prom = await asyncio.to_thread(prometheus_for(triton.host_port).start)
+    try:
+        async with FaultProxy(prom.url) as proxy, watching(tmp_path, proxy.url) as (w, base):
+            await until(lambda: len(scrape_times(w)) >= 6, 30.0)
+            blocked = proxy.add("*", r"/api/v1/query", Answer(503, "unavailable"), times=10**6)
+            gap_from = time.time()
+            await until(lambda: bool(proxy.faulted("Answer")), 10.0)
+            await asyncio.sleep(4.0)
+            _, during = await readiness(base)
+            blocked.times = 0
+            gap_to = time.time()
+            await until(lambda: max(scrape_times(w)) > gap_to + 1.0, 20.0)
+            times = scrape_times(w)
+    finally:
+        await asyncio.to_thread(prom.stop)
+    targets = during["targets"]
+    assert isinstance(targets, dict) and targets["prometheus/triton"]["ok"] is False
+    assert "503" in targets["prometheus/triton"]["error"]
+    inside = [t for t in times if gap_from < t < gap_to]
+    # Prometheus scraped every 0.5 s throughout; allow for a scrape or two at the edges.
+    assert len(inside) >= (gap_to - gap_from) / 0.5 - 3, (gap_to - gap_from, inside)
+    assert times == sorted(times)
+
+
+def scrape_times(watch: Watch) -> list[float]:
+    """Return the timestamps the engine holds for the subject's request counter."""
+    for series in watch.app.engine.store.family("nv_inference_request_success"):
+        if label(series.labels, "pod") == SUBJECT.pod:
+            return list(series.times)
+    return []
