@@ -55,6 +55,27 @@ def test_batching_delay_fires_when_queue_waits_on_idle_instances() -> None:
     assert first.evidence["queue_vs_max_delay"].value is not None
 
 
+def test_batching_delay_with_bigger_batches_that_take_longer_to_execute() -> None:
+    """A waiting batcher forms batches of 4 that run 2.5x longer: no execution is slower.
+
+    Compute per execution rises with the batch, compute per inference falls: it is the
+    batcher's wait, not requests queued behind slower executions.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, queue_ms=0.2, infer_ms=1.0),
+            Phase(24, rps=20, queue_ms=30, infer_ms=2.5, batch=4),
+        ],
+        interval=IV,
+    )
+    cfg = {
+        "max_batch_size": 64,
+        "dynamic_batching": {"max_queue_delay_microseconds": "40000"},
+        "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+    }
+    assert_detected(run_engine(series, interval=IV, configs={"resnet": cfg}), "batching_delay")
+
+
 def test_batching_delay_quiet_when_instances_are_busy() -> None:
     """Queue time with fully busy instances is a capacity problem, not the batcher waiting."""
     series = triton_model(

@@ -45,7 +45,9 @@ def check(ctx: Context) -> Finding | None:
     ):
         return None  # a growing backlog is not a batcher waiting
     b = ctx.baseline
-    slower = b.ratio("compute_per_exec_us", f.compute_per_exec_us) if b else None
+    # Per inference, not per execution: a batcher that now waits forms bigger batches, and a
+    # bigger batch takes longer to execute without any execution being slower.
+    slower = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
     if slower is not None and slower >= t.compute_inflation:
         return None  # requests wait behind slower executions (reloads, contention), not a timer
     tail = ctx.compute_tail
