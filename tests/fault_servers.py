@@ -187,13 +187,24 @@ class HoldAnswer:
 
 
 @dataclass(frozen=True)
+class ForwardLate:
+    """Hold the request ``seconds``, then forward it even if its client has given up.
+
+    A request stuck on its way (a congested link, a slow load balancer) that still reaches
+    the server after the client timed out and moved on.
+    """
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class CutStream:
     """Forward the request and stream ``lines`` lines of its answer, then drop the connection."""
 
     lines: int
 
 
-Fault = Answer | HoldAnswer | CutStream
+Fault = Answer | HoldAnswer | ForwardLate | CutStream
 
 
 @dataclass
@@ -254,6 +265,7 @@ class FaultProxy:
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._late_tasks: set[asyncio.Task[tuple[int, bytes]]] = set()
 
     @property
     def url(self) -> str:
@@ -291,7 +303,8 @@ class FaultProxy:
         return self
 
     async def stop(self) -> None:
-        """Stop serving and close the upstream session."""
+        """Stop serving, deliver what is late, and close the upstream session."""
+        await self.settle()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -329,6 +342,13 @@ class FaultProxy:
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         data = await request.read()
+        if isinstance(fault, ForwardLate):
+            late = asyncio.ensure_future(self._late(request, headers, data, fault.seconds))
+            self._late_tasks.add(late)
+            late.add_done_callback(self._late_tasks.discard)
+            # Shielded: the client hanging up cancels this handler, not the delivery.
+            status, delivered = await asyncio.shield(late)
+            return web.Response(status=status, body=delivered, content_type="application/json")
         async with self._session.request(
             request.method,
             f"{self.upstream}{request.path_qs}",
@@ -352,6 +372,25 @@ class FaultProxy:
                     await response.write(chunk)
                 await response.write_eof()
             return response
+
+    async def _late(
+        self, request: web.Request, headers: dict[str, str], data: bytes, seconds: float
+    ) -> tuple[int, bytes]:
+        await asyncio.sleep(seconds)
+        assert self._session is not None
+        async with self._session.request(
+            request.method,
+            f"{self.upstream}{request.path_qs}",
+            headers=headers,
+            data=data or None,
+            allow_redirects=False,
+        ) as upstream:
+            return upstream.status, await upstream.read()
+
+    async def settle(self) -> None:
+        """Wait until every late request has been delivered."""
+        while self._late_tasks:
+            await asyncio.gather(*list(self._late_tasks), return_exceptions=True)
 
     @staticmethod
     async def _cut(

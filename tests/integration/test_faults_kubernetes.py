@@ -20,7 +20,15 @@ import pytest
 
 from tests.fakes.kube import FakeKube
 from tests.fault_harness import until
-from tests.fault_servers import Answer, CutStream, FaultProxy, HoldAnswer, Rule, kube_status
+from tests.fault_servers import (
+    Answer,
+    CutStream,
+    FaultProxy,
+    ForwardLate,
+    HoldAnswer,
+    Rule,
+    kube_status,
+)
 from tests.playbook_harness import StaticFeatures, handle, incident, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient, PodEvent
@@ -173,6 +181,25 @@ async def test_a_scale_whose_answer_was_lost_is_read_back_kept_once_and_undoable
     assert "timed out" in records[0].detail["note"]
     assert cluster.replicas() == 2
     assert cluster.patches() == 2  # the scale once, its rollback once
+
+
+async def test_a_scale_stuck_on_its_way_is_sent_again_and_still_lands_once(
+    cluster: Cluster,
+) -> None:
+    """The patch is held on its way past the client's timeout, then reaches the server.
+
+    The count read back is still 2, so the action sends the same absolute count once more
+    (3) and the step runs. The first patch then arrives late and sets 3 again: an absolute
+    count cannot add up, so the Deployment ends at 3, not 4.
+    """
+    cluster.proxy.add("PATCH", SCALE_PATH, ForwardLate(TIMEOUT_S + 2.0))
+    records = await handle(scaler(cluster), incident(at=5000.0, opened_at=4900.0))
+    assert [(r.action, r.status) for r in records] == [("kubernetes.scale", "ran")], records
+    assert "sent once more after" in records[0].detail["note"]
+    assert "timed out" in records[0].detail["note"]
+    await cluster.proxy.settle()  # the late patch has reached the server
+    assert cluster.replicas() == 3
+    assert cluster.patches() == 2
 
 
 async def test_a_lease_renewal_that_conflicts_is_retried_in_the_same_round(
