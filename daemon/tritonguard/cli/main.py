@@ -13,6 +13,7 @@ from tritonguard.cli import (
     cmd_incidents,
     cmd_playbooks,
     cmd_replay,
+    cmd_rules,
     cmd_run,
     cmd_thresholds,
 )
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_playbooks.register(sub)
     cmd_incidents.register(sub)
     cmd_thresholds.register(sub)
+    cmd_rules.register(sub)
     cmd_demo.register(sub)
     return parser
 

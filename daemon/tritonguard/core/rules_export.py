@@ -157,7 +157,7 @@ class Rule:
     def as_dict(self) -> dict[str, Any]:
         """Return the rule in Prometheus' rule-file form."""
         out: dict[str, Any] = {"record": self.record} if self.record else {"alert": self.alert}
-        out["expr"] = self.expr
+        out["expr"] = pretty(self.expr)
         if self.alert:
             if self.for_s > 0:
                 out["for"] = duration(self.for_s)
@@ -278,6 +278,37 @@ CAUSE_TEXT: dict[str, CauseText] = {
         "    max_queue_size: 64\n  }\n}",
     ),
 }
+
+
+_BREAK_BEFORE = (" and on (", " unless on (", " or ")
+
+
+def pretty(expr: str) -> str:
+    """Return an expression with a line break before each top-level set operator.
+
+    PromQL reads newlines as spaces; a gate then reads as one condition per line.
+    """
+    out: list[str] = []
+    depth, quote, start, i = 0, "", 0, 0
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and ch == " " and expr.startswith(_BREAK_BEFORE, i):
+            out.append(expr[start:i])
+            start = i + 1
+        i += 1
+    out.append(expr[start:])
+    return "\n".join(out)
 
 
 def duration(seconds: float) -> str:
@@ -1476,7 +1507,10 @@ _Dumper.add_representer(str, _str)
 
 def render_yaml(document: Mapping[str, Any]) -> str:
     """Return a document as YAML, keys in the order built."""
-    return yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    # Long lines stay whole rather than fold where YAML would fold them.
+    return yaml.dump(
+        dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000
+    )
 
 
 def recorded_features(rules: Iterable[Rule]) -> list[str]:
