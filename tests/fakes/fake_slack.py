@@ -175,6 +175,9 @@ class FakeSlack:
         self.faults = _Faults()
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        # Calls being handled. A client that gave up (a timeout against a delay) leaves its
+        # handler running: aiohttp forgets the connection and never cancels it.
+        self._inflight: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -196,10 +199,14 @@ class FakeSlack:
         self.port = int(sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        """Stop serving; messages are kept."""
+        """Stop serving, ending calls whose clients gave up; messages are kept."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        pending = [t for t in self._inflight if not t.done() and t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def __aenter__(self) -> FakeSlack:
         await self.start()
@@ -251,6 +258,10 @@ class FakeSlack:
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        task = asyncio.current_task()
+        if task is not None and task not in self._inflight:
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
         method = request.match_info.get("method", "")
         if self.faults.delay_s:
             await asyncio.sleep(self.faults.delay_s)

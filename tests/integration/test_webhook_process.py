@@ -69,6 +69,7 @@ def test_the_daemon_says_in_one_line_that_the_webhook_is_off_without_a_token(
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)
+    refused.value.close()  # the error is the response: its socket stays open until closed
     assert refused.value.code == 404
     raw = [line for line in daemon.log_path.read_text().splitlines() if "webhook" in line.lower()]
     assert len(raw) == 1

@@ -65,6 +65,16 @@ class RequestLog:
     def __init__(self, records: list[RequestRecord], faults: Faults) -> None:
         self.records = records
         self.faults = faults
+        # Requests being handled. A client that gave up (a timeout against a delay) leaves its
+        # handler running: aiohttp forgets the connection and never cancels it.
+        self.inflight: set[asyncio.Task[Any]] = set()
+
+    async def cancel_inflight(self) -> None:
+        """End the handlers still running once the server stopped, as a stopped server would."""
+        pending = [t for t in self.inflight if not t.done() and t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def log_now(self, request: web.Request, status: int) -> None:
         """Log a request before it ends; a watch stays open, so it is logged when it starts."""
@@ -74,6 +84,10 @@ class RequestLog:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Parse the body, misbehave as told, run ``handler`` and log what it answered."""
+        task = asyncio.current_task()
+        if task is not None and task not in self.inflight:
+            self.inflight.add(task)
+            task.add_done_callback(self.inflight.discard)
         body: Any = None
         if request.can_read_body:
             raw = await request.read()

@@ -63,6 +63,7 @@ class FakeKube:
         self._pods = PodFactory()
         self._controllers = Controllers(self._store, self._pods)
         self._runner: web.AppRunner | None = None
+        self._log = RequestLog(self.requests, self.faults)
         for ns in ("default", "kube-system"):
             self._store.put(NAMESPACES, "", new_object(ns, "", {}), event=False)
 
@@ -108,7 +109,7 @@ class FakeKube:
         routes = Routes(
             self._store,
             self._controllers,
-            RequestLog(self.requests, self.faults),
+            self._log,
             lambda: f"{self.host}:{self.port}",
         )
         self._runner = web.AppRunner(routes.app(), access_log=None, shutdown_timeout=1.0)
@@ -126,6 +127,7 @@ class FakeKube:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self._log.cancel_inflight()
 
     async def __aenter__(self) -> FakeKube:
         await self.start()
