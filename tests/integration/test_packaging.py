@@ -155,7 +155,7 @@ def test_installed_daemon_finds_its_playbooks_outside_the_source_tree(
 ) -> None:
     """The runtime imports, and the default playbooks are the installed copy."""
     probe = (
-        "import tritonguard, tritonguard.runtime.daemon_app, tritonguard.runtime.playbook_runner as p; "
+        "import tritonguard, tritonguard.runtime.daemon_app, tritonguard.runtime.playbook_files as p; "
         "print(tritonguard.__file__); print(p.SHIPPED_PLAYBOOKS)"
     )
     out = subprocess.run(
