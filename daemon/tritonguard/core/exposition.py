@@ -24,13 +24,14 @@ reference, which names the first problem and its line.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import truediv
-from typing import Final
+from typing import Any, Final
 
 from tritonguard.core.inflate import (
     GZIP_MAGIC,
@@ -48,11 +49,18 @@ __all__ = [
     "ExpositionError",
     "SeriesCache",
     "SeriesEntry",
+    "check_line_lengths",
     "decode_payload",
+    "ends_with_eof",
+    "is_eof_line",
+    "is_value_token",
     "iter_exposition",
     "iter_payload_lines",
     "looks_like_openmetrics",
+    "metric_name_at",
     "parse_exposition",
+    "read_sample_line",
+    "read_text_comment",
     "scan_timed",
     "scan_untimed",
     "shared_cache",
@@ -258,10 +266,20 @@ def _not_utf8(
 
 def looks_like_openmetrics(text: str) -> bool:
     """Tell whether a text is OpenMetrics: it has a ``# EOF`` line (0.0.4 never does)."""
-    tail = text[-64:].rstrip()
-    if tail.endswith("\n# EOF") or tail == "# EOF":
+    if ends_with_eof(text):
         return True
     return "# EOF" in text and _EOF_LINE.search(text) is not None
+
+
+def ends_with_eof(text: str) -> bool:
+    """Tell whether a text ends with a ``# EOF`` line (whitespace after it aside)."""
+    tail = text[-64:].rstrip()
+    return tail.endswith("\n# EOF") or tail == "# EOF"
+
+
+def is_eof_line(line: str) -> bool:
+    """Tell whether a line is ``# EOF`` as ``looks_like_openmetrics`` finds it."""
+    return line[:5] == "# EOF" and not line[5:].strip(" \t\r")
 
 
 def parse_exposition(
@@ -425,6 +443,63 @@ def shared_cache(openmetrics: bool) -> SeriesCache:
     return _SHARED_CACHES[openmetrics]
 
 
+def read_sample_line(
+    line: str, *, openmetrics: bool, cache: SeriesCache, source: str = "<input>", lineno: int = 0
+) -> tuple[SeriesEntry, str, str]:
+    """Read one sample line carefully: its series (remembered in ``cache``) and its tokens.
+
+    Return (series, value token, timestamp token or ""); the tokens are checked against the
+    grammar. A line with an exemplar, or anything malformed, is an ExpositionError.
+    """
+    if not openmetrics:
+        head, _, raw = line.rpartition(" ")
+        entry = cache.known_block(head) if head else None
+        if entry is not None and _FLOAT_FULL(raw) is not None:
+            return entry, raw, ""
+    entry, raw, stamp, exemplar = _parse_sample_line(line, source, lineno, openmetrics, cache)
+    if exemplar:
+        raise ExpositionError(source, lineno, "exemplar: read this line with parse_exposition")
+    return entry, raw, stamp
+
+
+def read_text_comment(line: str, *, source: str = "<input>", lineno: int = 0) -> None:
+    """Check a 0.0.4 comment line: a malformed ``# TYPE``/``# HELP`` is an ExpositionError."""
+    _read_metadata(
+        line.strip(),
+        source=source,
+        lineno=lineno,
+        openmetrics=False,
+        types={},
+        help=None,
+        units=None,
+    )
+
+
+def metric_name_at(line: str) -> str | None:
+    """Return the metric name a line starts with, or None."""
+    m = _NAME_AT(line)
+    return None if m is None else m.group(0)
+
+
+def is_value_token(token: str) -> bool:
+    """Tell whether ``token`` is a sample value the grammar accepts (1, 2.5e-3, NaN, +Inf)."""
+    return _FLOAT_FULL(token) is not None
+
+
+def check_line_lengths(text: str, limit: int | None, *, source: str = "<input>") -> None:
+    """Refuse a text with a line longer than ``limit`` characters (ExpositionError)."""
+    _ChunkParser(
+        source=source,
+        openmetrics=False,
+        types={},
+        help=None,
+        units=None,
+        default_timestamp=None,
+        max_samples=None,
+        max_line_length=limit,
+    )._check_line_length(text, 1)
+
+
 # ---- the fast scan ------------------------------------------------------------------------
 
 # What a miss handler returns for a line that ends the current run: a sample whose timing
@@ -437,9 +512,9 @@ def scan_untimed(
     lines: list[str],
     start: int,
     *,
-    get: Callable[[str], object],
+    get: Callable[[str], Any],
     miss: MissHandler,
-    slots: list[object],
+    slots: list[Any],
     raws: list[str],
 ) -> int:
     """Scan ``name{labels} value`` lines from ``start``; return where the run stopped.
@@ -474,9 +549,9 @@ def scan_timed(
     lines: list[str],
     start: int,
     *,
-    get: Callable[[str], object],
+    get: Callable[[str], Any],
     miss: MissHandler,
-    slots: list[object],
+    slots: list[Any],
     raws: list[str],
     stamps: list[str],
 ) -> int:
@@ -509,7 +584,21 @@ def scan_timed(
 
 # A token that float()/int() read but the grammar does not: underscores, whitespace, other
 # scripts' digits. Tokens are joined with line feeds, which no token holds.
-_ODD_TOKEN = re.compile(r"[^0-9A-Za-z.+\-\n]").search
+_ODD_TOKEN = re.compile(r"[^0-9A-Za-z.+\-\n,]").search
+# In a joined list of plain numbers: anything but digits, signs, points and exponents.
+_NOT_PLAIN = re.compile(r"[^0-9.eE+\-,]").search
+# NaN and the infinities in float()'s spellings, as whole tokens of a comma-joined list.
+_SPECIAL = re.compile(r"(?<![^,])([+-]?)(?i:(nan)|inf(?:inity)?)(?![^,])")
+# What JSON reads after the special values are respelled its way.
+_NOT_JSON = re.compile(r"[^0-9.eE+\-,NaIifnty]").search
+_NEGATIVE_ZERO = re.compile(r"(?<![^,])-0(?![^,])").search
+_json_decode = json.JSONDecoder().decode
+
+
+def _json_special(m: re.Match[str]) -> str:
+    if m.group(2):
+        return "NaN"
+    return "-Infinity" if m.group(1) == "-" else "Infinity"
 
 
 def to_floats(raws: list[str]) -> list[float]:
@@ -517,11 +606,32 @@ def to_floats(raws: list[str]) -> list[float]:
 
     On tokens of digits, letters, '.', '+' and '-' Python's float() accepts precisely the
     exposition grammar (NaN and Inf in any case, exponents, no hex), so checking the
-    alphabet of all tokens at once leaves one C-level conversion per token.
+    alphabet of all tokens at once leaves a C-level conversion. The tokens are first read
+    as one JSON list, which is three times faster than float() token by token, and gives
+    the same numbers: a JSON number is a grammar number, integers convert back to floats
+    correctly rounded as float() rounds their text, and "-0" (an integer zero in JSON) is
+    left to float(). Whatever JSON does not take (a '+' sign, '.5', '01') goes to float().
     """
-    if raws and _ODD_TOKEN("\n".join(raws)) is not None:
-        raise ValueError("a token outside the number alphabet")
-    return list(map(float, raws))
+    if not raws:
+        return []
+    joined = ",".join(raws)
+    text = joined
+    if _NOT_PLAIN(joined) is not None:
+        if _ODD_TOKEN(joined) is not None:
+            raise ValueError("a token outside the number alphabet")
+        text = _SPECIAL.sub(_json_special, joined)
+        if _NOT_JSON(text) is not None:
+            return list(map(float, raws))
+    if "-0" in joined and _NEGATIVE_ZERO(joined) is not None:
+        return list(map(float, raws))
+    try:
+        numbers = _json_decode("[" + text + "]")
+        values = list(map(float, numbers))
+    except (ValueError, TypeError, OverflowError):
+        return list(map(float, raws))
+    if len(values) != len(raws):
+        return list(map(float, raws))
+    return values
 
 
 def to_seconds(stamps: list[str], openmetrics: bool) -> list[float]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
 from tritonguard.core.samples import Labels, Sample
@@ -24,12 +24,22 @@ MAX_SCRAPES_KEPT = 256
 BIRTH_PLAUSIBLE_FACTOR = 3.0
 
 SeriesKey = tuple[str, Labels]
+# (namespace, pod, exporter): whose scrape a series arrives in (see SeriesStore).
+ScrapeKey = tuple[str, str, str]
 K = TypeVar("K")
+L = TypeVar("L", bound=list[float])
+# Metric names whose kind (consumed, counter, exporter) is remembered; past it, forgotten.
+MAX_NAMES_KEPT = 65536
+# The scrape key of a series the store no longer holds.
+DROPPED: Final[ScrapeKey] = ("", "", "\x00dropped")
+# What the name memo holds for a family no feature reads.
+_SKIPPED: Final = (False, "\x00not consumed")
 
 # What the memory bound counts, measured with tracemalloc on Prometheus-labelled Triton
-# series: a series (its object, label tuples, two index entries) about 1.1 KiB, a point
-# 8 bytes in each of two float arrays plus their growth slack. Rounded up so the bound holds.
-SERIES_BYTES = 1280
+# series: a series (its object, label tuples, two index entries, its share of the scrape
+# times) about 1.3 KiB, a point 8 bytes in each of two float arrays plus their growth slack.
+# Rounded up so the bound holds.
+SERIES_BYTES = 1344
 POINT_BYTES = 24
 # However tight the budget, a series keeps enough points for two rate windows at the
 # coarsest scrape intervals and a few spikes to compare: fewer reads as no data, not as
@@ -60,6 +70,9 @@ class Series:
     # A birth inferred only from the stream's age (its exporter was new to the target), to be
     # checked against the series' own growth at its second sample.
     born_unconfirmed: bool = False
+    # Whose scrape it arrives in (its target and exporter); DROPPED once the store let it go,
+    # so that an ingester holding it knows to look it up again.
+    scrape_key: ScrapeKey = ("", "", "")
 
     @property
     def last_time(self) -> float:
@@ -145,6 +158,35 @@ class Series:
         return gaps[len(gaps) // 2]
 
 
+class _KeyedTimes(list[float]):
+    """Scrape times of one target's exporter, holding the key object its series share."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: ScrapeKey) -> None:
+        super().__init__()
+        self.key = key
+
+
+@dataclass(slots=True)
+class PendingSeries(Series):
+    """A series an ingester met first in this scrape: ``append_scrape`` stores it (or sheds it).
+
+    It stands in for the series until then (``born_unconfirmed`` routes it to the careful
+    branch); ``stored`` is the series stored, None when the memory bound shed it.
+    """
+
+    stored: Series | None = None
+
+    def __post_init__(self) -> None:
+        self.born_unconfirmed = True
+
+
+# The slot of a sample ``append_scrape`` passes over (its family is not stored); its key is
+# no target's, so it always takes the careful branch.
+SKIP: Final = Series("", (), counter=False, scrape_key=("", "", "\x00skip"))
+
+
 class SeriesStore:
     """All series the engine reads, bounded by a retention window."""
 
@@ -168,7 +210,7 @@ class SeriesStore:
         # this one was born in between, whatever order samples arrive in (a Prometheus range
         # read returns series by series, other targets scrape at other times). Another
         # exporter of the same pod (cAdvisor, the lab's) says nothing about Triton's series.
-        self._exporter_scrapes: dict[tuple[str, str, str], list[float]] = {}
+        self._exporter_scrapes: dict[ScrapeKey, _KeyedTimes] = {}
         self._scrapes: dict[tuple[str, str], list[float]] = {}
         self._all_scrapes: list[float] = []
         self._series: dict[SeriesKey, Series] = {}
@@ -176,6 +218,10 @@ class SeriesStore:
         self.started_at: float | None = None
         self.newest: float = float("-inf")
         self.samples_ingested = 0
+        # Counts the expiries that dropped series: a holder of Series objects (an ingester)
+        # checks its own for the DROPPED key when this moved.
+        self.generation = 0
+        self._names: dict[str, tuple[bool, str]] = {}
 
     def __len__(self) -> int:
         return len(self._series)
@@ -191,40 +237,194 @@ class SeriesStore:
 
     def add(self, sample: Sample, now: float) -> None:
         """Add one sample; a sample without timestamp is taken at ``now``."""
-        value = sample.value
-        if not is_consumed(sample.name) or math.isnan(value):
-            # NaN (e.g. a summary quantile with no observations yet) is no information.
-            return
-        if value < 0 and is_counter(sample.name):
-            # A counter never goes below zero: taken as a point it would read as a reset and a
-            # rate that never happened, so it is no information either.
-            return
-        t = now if sample.timestamp is None else sample.timestamp
-        key = (sample.name, sample.labels)
-        series = self._series.get(key)
+        self.add_many((sample,), now)
+
+    def add_many(self, samples: Iterable[Sample], now: float) -> None:
+        """Add samples (one scrape, or one step of a replay) in order, as ``add`` would each.
+
+        NaN (a summary quantile with no observations yet) is no information, and neither is a
+        negative counter: taken as a point it would read as a reset and a rate that never
+        happened. Samples of families no feature reads are not stored.
+        """
+        names = self._names
+        series_of = self._series.get
+        noted: dict[ScrapeKey, tuple[float | None, float | None]] = {}
+        noted_at: float | None = None
+        points = 0
+        ingested = 0
+        for sample in samples:
+            name = sample.name
+            info = names.get(name)
+            if info is None:
+                info = self._name_info(name)
+            if info is _SKIPPED:
+                continue
+            value = sample.value
+            if not value >= 0.0 and (info[0] or math.isnan(value)):
+                continue
+            t = now if sample.timestamp is None else sample.timestamp
+            if t != noted_at:
+                # Noting a scrape time twice is a no-op only while no other time came between.
+                noted.clear()
+                noted_at = t
+                self._saw(t)
+            series = series_of((name, sample.labels))
+            key = self.scrape_key(sample.labels, info[1]) if series is None else series.scrape_key
+            marks = noted.get(key)
+            if marks is None:
+                marks = noted[key] = self._note_scrape(key, t)
+            if series is None:
+                self.points += points
+                points = 0
+                series = self._create(name, sample.labels, key, t, marks)
+                if series is None:
+                    continue
+            ingested += 1
+            before_n = len(series.times)
+            series.add(t, value)
+            points += len(series.times) - before_n
+        self.points += points
+        self.samples_ingested += ingested
+
+    def append_scrape(self, slots: Sequence[Series], values: Sequence[float], t: float) -> None:
+        """Append one scrape, every slot's value at ``t``, exactly as ``add_many`` would.
+
+        A slot is a stored series, ``SKIP`` for a sample of a family no feature reads, or
+        a ``PendingSeries`` for one this scrape shows first: it is created (or shed, over
+        the memory bound) on the way, and ``pending.stored`` says which. Slots of one
+        target share scrape-key objects, so a key is noted once per run of it.
+        """
+        noted_key: ScrapeKey | None = None
+        marks: tuple[float | None, float | None] = (None, None)
+        # While no series of the key can hold a point at or after t (t is past every
+        # scrape time noted for it), the per-series order check is skipped.
+        fresh = False
+        first = True
+        points = 0  # points added since the last sync with self.points
+        added = 0  # points added in all
+        slow_points = 0  # of which by the rare branch
+        ignored = 0  # samples at or before their series' newest point
+        slow = 0  # samples the rare branch stored
+        for series, raw in zip(slots, values, strict=True):
+            if series.scrape_key is not noted_key or series.born_unconfirmed or not raw >= 0.0:
+                # The rare cases: a family no feature reads, a new run of keys, a series met
+                # first, a birth to confirm, a value that is NaN or negative (no point for a
+                # counter).
+                if series is SKIP or (not raw >= 0.0 and (series.counter or math.isnan(raw))):
+                    continue
+                key = series.scrape_key
+                if key is not noted_key:
+                    if key is DROPPED:
+                        raise ValueError(f"{series.name}: the store dropped this series")
+                    if first:
+                        self._saw(t)
+                        first = False
+                    known = self._exporter_scrapes.get(key)
+                    fresh = not known or t > known[-1]
+                    marks = self._note_scrape(key, t)
+                    noted_key = key
+                if series.born_unconfirmed:
+                    if isinstance(series, PendingSeries):
+                        # The memory bound counts every point added before this one.
+                        self.points += points
+                        added += points
+                        points = 0
+                        stored = series.stored = self._create(
+                            series.name, series.labels, key, t, marks
+                        )
+                        if stored is None:
+                            continue
+                    else:
+                        stored = series
+                    before_n = len(stored.times)
+                    stored.add(t, raw)
+                    grown = len(stored.times) - before_n
+                    points += grown
+                    slow_points += grown
+                    slow += 1
+                    continue
+            times = series.times
+            if not fresh and t <= times[-1]:
+                ignored += 1
+                continue
+            # Series.add, inlined: this loop runs once per sample of every scrape.
+            if series.counter:
+                last = series.last_raw
+                if raw < last:
+                    series.offset += last
+                    series.resets.append(t)
+                series.last_raw = raw
+                series.values.append(raw + series.offset)
+            else:
+                series.last_raw = raw
+                series.values.append(raw)
+            times.append(t)
+            points += 1
+        self.points += points
+        added += points
+        self.samples_ingested += added - slow_points + ignored + slow
+
+    def scrape_key(self, labels: Labels, exporter: str) -> ScrapeKey:
+        """Return the scrape key of a series: one shared object per target and exporter."""
+        return self._exporter_times((*target_of(labels), exporter)).key
+
+    def stored(self, name: str, labels: Labels) -> Series | None:
+        """Return the stored series of ``name`` and ``labels``, if there is one."""
+        return self._series.get((name, labels))
+
+    def _name_info(self, name: str) -> tuple[bool, str]:
+        info: tuple[bool, str] = (
+            (is_counter(name), exporter_of(name)) if is_consumed(name) else _SKIPPED
+        )
+        if len(self._names) > MAX_NAMES_KEPT:
+            self._names.clear()
+        self._names[name] = info
+        return info
+
+    def _saw(self, t: float) -> None:
         self.newest = max(self.newest, t)
         if self.started_at is None or t < self.started_at:
             self.started_at = t
-        target = target_of(sample.labels)
-        exporter = (*target, exporter_of(sample.name))
-        same_exporter = _note_time(self._exporter_scrapes.setdefault(exporter, []), t)
-        target_before = _note_time(self._scrapes.setdefault(target, []), t)
+
+    def _note_scrape(self, key: ScrapeKey, t: float) -> tuple[float | None, float | None]:
+        """Note that ``key``'s exporter reported its target at ``t``.
+
+        Return the exporter's previous scrape of the target and the previous scrape of the
+        target by any exporter (of any target, when the target is new).
+        """
+        same_exporter = _note_time(self._exporter_times(key), t)
+        target_before = _note_time(self._scrapes.setdefault((key[0], key[1]), []), t)
         any_before = _note_time(self._all_scrapes, t)
-        if series is None:
-            if self.max_bytes is not None and self.approx_bytes + SERIES_BYTES > self.max_bytes:
-                # Full: a new series is unknown rather than pushing out one in use.
-                self.series_shed += 1
-                return
-            series = Series(sample.name, sample.labels, is_counter(sample.name))
-            self._series[key] = series
-            self._by_name.setdefault(sample.name, {})[sample.labels] = series
-            if series.counter:
-                earlier = target_before if target_before is not None else any_before
-                self._place_birth(series, t, same_exporter, earlier)
-        before_n = len(series.times)
-        series.add(t, sample.value)
-        self.points += len(series.times) - before_n
-        self.samples_ingested += 1
+        return same_exporter, target_before if target_before is not None else any_before
+
+    def _exporter_times(self, key: ScrapeKey) -> _KeyedTimes:
+        times = self._exporter_scrapes.get(key)
+        if times is None:
+            times = self._exporter_scrapes[key] = _KeyedTimes(key)
+        return times
+
+    def _create(
+        self,
+        name: str,
+        labels: Labels,
+        key: ScrapeKey,
+        t: float,
+        marks: tuple[float | None, float | None],
+    ) -> Series | None:
+        """Return the series, stored new if need be; None when the memory bound sheds it."""
+        series = self._series.get((name, labels))
+        if series is not None:
+            return series
+        if self.max_bytes is not None and self.approx_bytes + SERIES_BYTES > self.max_bytes:
+            # Full: a new series is unknown rather than pushing out one in use.
+            self.series_shed += 1
+            return None
+        series = Series(name, labels, is_counter(name), scrape_key=key)
+        self._series[(name, labels)] = series
+        self._by_name.setdefault(name, {})[labels] = series
+        if series.counter:
+            self._place_birth(series, t, *marks)
+        return series
 
     def _place_birth(
         self, series: Series, t: float, same_exporter: float | None, earlier: float | None
@@ -254,11 +454,6 @@ class SeriesStore:
             series.born = earlier
             series.born_unconfirmed = True
 
-    def add_many(self, samples: Iterable[Sample], now: float) -> None:
-        """Add a batch of samples (one scrape, or one step of a replay)."""
-        for sample in samples:
-            self.add(sample, now)
-
     def family(self, name: str) -> Iterator[Series]:
         """All series of one metric family."""
         return iter(self._by_name.get(name, {}).values())
@@ -275,9 +470,12 @@ class SeriesStore:
                 del self._series[key]
                 del self._by_name[key[0]][key[1]]
                 self.points -= len(series.times)
+                series.scrape_key = DROPPED
                 dropped += 1
             else:
                 self.points -= series.trim(horizon)
+        if dropped:
+            self.generation += 1
         # Targets that stopped scraping (churned pods) take their scrape times with them.
         _forget_quiet(self._scrapes, horizon)
         _forget_quiet(self._exporter_scrapes, horizon)
@@ -295,7 +493,7 @@ class SeriesStore:
             self.points_shed += dropped
 
 
-def _forget_quiet(scrapes: dict[K, list[float]], horizon: float) -> None:
+def _forget_quiet(scrapes: dict[K, L], horizon: float) -> None:
     """Drop the targets whose newest scrape is older than ``horizon``."""
     for target in [k for k, times in scrapes.items() if not times or times[-1] < horizon]:
         del scrapes[target]

@@ -1,0 +1,321 @@
+"""One target's scrapes parsed straight into the series store: a known line costs a compare.
+
+``TargetIngest`` remembers, per target, the last exposition line by line: the text before
+each sample's value and the series it feeds. A steady exposition (the same series in the
+same order every scrape, as Triton's is) then costs per sample one partition, one string
+compare, a share of one bulk float conversion and two array appends: no label parsing, no
+relabelling, no ``Sample`` objects. Lines that moved or are new are found by their series
+text, and a series never seen is parsed carefully once. The result is the store that
+``parse_exposition``, relabelling and ``SeriesStore.add_many`` give, with one documented
+difference:
+
+- A sample of a family no feature reads (``metric_names.is_consumed``) is passed over
+  without reading its labels. Its value is still checked as a number, but a malformed label
+  set in such a family does not drop the scrape, as it does through ``parse_exposition``;
+  nothing of the family is stored either way, so no evidence can differ.
+
+Anything else the fast path does not decide (a malformed line, an OpenMetrics payload, a
+sample with its own timestamp, the sample limit) goes through ``parse_exposition``, which
+refuses the scrape with the reason or reads it the slow way. The store is written only once
+the whole exposition has been read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tritonguard.core.exposition import (
+    ExpositionError,
+    SeriesCache,
+    SeriesEntry,
+    check_line_lengths,
+    ends_with_eof,
+    is_eof_line,
+    is_value_token,
+    metric_name_at,
+    parse_exposition,
+    read_sample_line,
+    read_text_comment,
+    shared_cache,
+    to_floats,
+)
+from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
+from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.series_store import DROPPED, SKIP, PendingSeries, Series, SeriesStore
+
+__all__ = ["IngestResult", "TargetIngest", "relabelled"]
+
+# In a layout, the text of a line never to be matched again (a line read the slow way, a
+# series the memory bound shed): no line holds a line feed.
+_NEVER = "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one exposition held: its samples, and how many of them the store took."""
+
+    samples: int
+    stored: int
+
+
+def relabelled(labels: Labels, extra: Labels, *, honor_labels: bool) -> Labels:
+    """Attach a target's labels as Prometheus does (``ScrapeSource.relabel``'s rule).
+
+    On a clash the exporter's label is kept as ``exported_<name>`` (``honor_labels: false``)
+    or wins outright (``honor_labels: true``).
+    """
+    if not extra:
+        return labels
+    existing = dict(labels)
+    for name, value in extra:
+        if name in existing:
+            if honor_labels:
+                continue
+            existing[f"exported_{name}"] = existing[name]
+        existing[name] = value
+    return tuple(sorted(existing.items()))
+
+
+def scan_layout(
+    lines: list[str],
+    heads: list[str],
+    layout: list[Series | None],
+    *,
+    slots: list[Series],
+    raws: list[str],
+) -> int:
+    """Read lines while each matches the previous exposition's line at the same place.
+
+    ``heads[i]`` is the text before the last space of sample line ``i`` (``layout[i]`` its
+    slot), or the whole line for a comment or blank line (``layout[i]`` None). Return the
+    first line that differs (or the shorter length).
+    """
+    add_slot = slots.append
+    add_raw = raws.append
+    for index, (line, known, slot) in enumerate(zip(lines, heads, layout, strict=False)):
+        head, _, raw = line.rpartition(" ")
+        if head == known:
+            if slot is not None:
+                add_slot(slot)
+                add_raw(raw)
+        elif line != known:
+            return index
+    return min(len(lines), len(heads))
+
+
+class TargetIngest:
+    """Read one target's expositions into a store, remembering what each line feeds.
+
+    ``extra_labels`` are the target's own (instance, namespace, pod), attached as a scrape
+    would; ``keep`` narrows what is stored further than ``is_consumed`` does. One instance
+    serves one target: what it remembers is per target, because its labels are.
+    """
+
+    def __init__(
+        self,
+        store: SeriesStore,
+        *,
+        extra_labels: Labels = (),
+        honor_labels: bool = False,
+        keep: Callable[[str], bool] | None = None,
+        source: str = "<target>",
+        max_samples: int | None = None,
+        max_line_length: int | None = 65536,
+        cache: SeriesCache | None = None,
+    ) -> None:
+        self.store = store
+        self.extra_labels = extra_labels
+        self.honor_labels = honor_labels
+        self.keep = keep
+        self.source = source
+        self.max_samples = max_samples
+        self.max_line_length = max_line_length
+        self.cache = cache if cache is not None else shared_cache(False)
+        # The last exposition read the fast way, line by line (see scan_layout).
+        self._heads: list[str] = []
+        self._layout: list[Series | None] = []
+        self._generation = store.generation
+        # Expositions read through parse_exposition (OpenMetrics, timestamps, oddities).
+        self.slow_reads = 0
+
+    def __len__(self) -> int:
+        return sum(1 for slot in self._layout if slot is not None)
+
+    def ingest(
+        self, text: str, timestamp: float, *, openmetrics: bool | None = None
+    ) -> IngestResult:
+        """Read one exposition taken at ``timestamp`` into the store; ExpositionError if bad.
+
+        A refused exposition leaves the store untouched, as Prometheus drops a whole scrape.
+        """
+        # A '# EOF' line anywhere but at the end sends the text to the slow path, which
+        # finds it the way parse_exposition does.
+        om = ends_with_eof(text) if openmetrics is None else openmetrics
+        if om:
+            return self._slow(text, timestamp, openmetrics=True)
+        check_line_lengths(text, self.max_line_length, source=self.source)
+        self._forget_dropped()
+        self.cache.keep_bounded()
+        lines = text.split("\n")
+        slots: list[Series] = []
+        raws: list[str] = []
+        heads, layout = self._heads, self._layout
+        stop = scan_layout(lines, heads, layout, slots=slots, raws=raws)
+        pending: list[tuple[int, PendingSeries]] = []
+        if stop < len(lines):
+            read = self._read_changed(lines, stop, slots, raws, pending)
+            if read is None:
+                return self._slow(text, timestamp, openmetrics=False)
+            heads, layout = read
+        elif len(heads) > len(lines):
+            heads, layout = heads[: len(lines)], layout[: len(lines)]
+        samples = len(slots)
+        if self.max_samples is not None and samples > self.max_samples:
+            return self._slow(text, timestamp, openmetrics=False)
+        try:
+            values = to_floats(raws)
+        except ValueError:
+            return self._slow(text, timestamp, openmetrics=False)
+        before = self.store.samples_ingested
+        self.store.append_scrape(slots, values, timestamp)
+        for index, series in pending:
+            layout[index] = series.stored
+            if series.stored is None:
+                heads[index] = _NEVER  # shed: ask the store again next time
+        self._heads, self._layout = heads, layout
+        return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
+
+    # ---- lines that changed -----------------------------------------------------------------
+    def _read_changed(
+        self,
+        lines: list[str],
+        start: int,
+        slots: list[Series],
+        raws: list[str],
+        pending: list[tuple[int, PendingSeries]],
+    ) -> tuple[list[str], list[Series | None]] | None:
+        """Read lines from ``start`` by their series text; return the new layout (None: slow).
+
+        A new series is carefully parsed, relabelled and looked up in the store once; from
+        the next exposition on its line matches by place again.
+        """
+        known = {
+            h: slot for h, slot in zip(self._heads, self._layout, strict=True) if slot is not None
+        }
+        heads = self._heads[:start]
+        layout = self._layout[:start]
+        for index in range(start, len(lines)):
+            line = lines[index]
+            head, _, raw = line.rpartition(" ")
+            slot = known.get(head)
+            if slot is None:
+                read = self._read_new(line, index, head, raw)
+                if read is None:
+                    return None
+                slot, raw, head = read
+                if slot is None:
+                    heads.append(line)  # a comment or blank line
+                    layout.append(None)
+                    continue
+                if isinstance(slot, PendingSeries):
+                    pending.append((len(layout), slot))
+            slots.append(slot)
+            raws.append(raw)
+            heads.append(head)
+            layout.append(slot)
+        return heads, layout
+
+    def _read_new(
+        self, line: str, index: int, head: str, raw: str
+    ) -> tuple[Series | None, str, str] | None:
+        """Read a line not seen before: (slot, value, text to match it by), None to go slow.
+
+        The slot is None for a comment or blank line, SKIP for a family not stored.
+        """
+        if not line or line[0] in "# \t\r":
+            stripped = line.strip()
+            if not stripped:
+                return None, "", line
+            if stripped[0] != "#" or is_eof_line(line):
+                return None  # an indented sample, or '# EOF': the slow path decides
+            try:
+                read_text_comment(stripped, source=self.source, lineno=index + 1)
+            except ExpositionError:
+                return None
+            return None, "", line
+        name = metric_name_at(line)
+        if name is not None and not self._kept(name) and _looks_whole(head, len(name), raw):
+            # A family no feature reads: passed over without reading its labels.
+            return SKIP, raw, head
+        try:
+            entry, value, stamp = read_sample_line(
+                line, openmetrics=False, cache=self.cache, source=self.source, lineno=index + 1
+            )
+        except ExpositionError:
+            return None
+        if stamp:
+            return None  # a sample with its own timestamp: the slow path takes it
+        # Only a line whose text before the value is exactly the series text matches by place.
+        match = head if self.cache.series.get(head) is entry else _NEVER
+        if not self._kept(entry.name):
+            return SKIP, value, match
+        return self._slot(entry), value, match
+
+    def _kept(self, name: str) -> bool:
+        return is_consumed(name) and (self.keep is None or self.keep(name))
+
+    def _slot(self, entry: SeriesEntry) -> Series:
+        labels = relabelled(entry.labels, self.extra_labels, honor_labels=self.honor_labels)
+        series = self.store.stored(entry.name, labels)
+        if series is not None:
+            return series
+        key = self.store.scrape_key(labels, exporter_of(entry.name))
+        return PendingSeries(entry.name, labels, is_counter(entry.name), scrape_key=key)
+
+    def _forget_dropped(self) -> None:
+        """Let go of series the store dropped since the last exposition."""
+        generation = self.store.generation
+        if generation == self._generation:
+            return
+        self._generation = generation
+        for index, slot in enumerate(self._layout):
+            if slot is not None and slot.scrape_key is DROPPED:
+                self._heads[index] = _NEVER
+                self._layout[index] = None
+
+    # ---- the slow path --------------------------------------------------------------------
+    def _slow(self, text: str, timestamp: float, *, openmetrics: bool) -> IngestResult:
+        """Read the exposition as a scrape source would: parse, relabel, keep, add."""
+        self.slow_reads += 1
+        exposition = parse_exposition(
+            text,
+            source=self.source,
+            openmetrics=openmetrics,
+            default_timestamp=timestamp,
+            max_samples=self.max_samples,
+            max_line_length=self.max_line_length or 1 << 62,
+        )
+        extra = self.extra_labels
+        kept = [
+            Sample(
+                s.name,
+                relabelled(s.labels, extra, honor_labels=self.honor_labels),
+                s.value,
+                s.timestamp,
+            )
+            for s in exposition.samples
+            if self.keep is None or self.keep(s.name)
+        ]
+        before = self.store.samples_ingested
+        self.store.add_many(kept, timestamp)
+        return IngestResult(
+            samples=len(exposition.samples), stored=self.store.samples_ingested - before
+        )
+
+
+def _looks_whole(head: str, name_end: int, raw: str) -> bool:
+    """Tell whether ``head raw`` looks like a whole sample line (name, label set, value)."""
+    if not is_value_token(raw):
+        return False
+    return name_end == len(head) or (head[name_end] == "{" and head[-1] == "}")
