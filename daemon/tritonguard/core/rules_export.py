@@ -528,12 +528,55 @@ class _Builder:
         self.record(series(name), expr)
 
     # ---- 1. counters ------------------------------------------------------------------
-    def counters(self) -> None:
+    def _pod_known(self, ago: str) -> str:
+        """Pods in view ``ago`` ago (``tritonguard:pod_seen``, recorded every evaluation)."""
+        return f"{PREFIX}:pod_seen offset {ago}"
+
+    def _started(self, sel: str, ago: str) -> str:
+        """Series of ``sel`` that started from zero within ``ago``; valued by all they counted.
+
+        A series is born, not merely first seen, when its pod was in view before it (another
+        model or version, Triton's own CPU gauge, cAdvisor): the first scrapes of a Prometheus,
+        or of a trace, see everything at once and birth nothing (the series store's rule).
+        """
+        new = norm(f"{sel} unless {sel} offset {ago}")
+        return f"({new} and on (namespace, pod) {self._pod_known(ago)})"
+
+    def subject_rate(self, sel: str, *, scrape: bool = False) -> str:
+        """Per-second increase of a counter per subject, over the window or the newest scrape.
+
+        ``rate``/``irate`` miss what a series counted before its first sample; the series
+        store counts a born series from zero (its first executions are often the slow ones),
+        so a series born inside the range adds its whole value.
+        """
         w = self.w
+        fn, rng, span = (
+            ("irate", w.scrape_range, w.interval_s)
+            if scrape
+            else ("rate", w.rate_range, w.window_s)
+        )
+        started = self._started(sel, duration(span))
+        return (
+            f"sum by ({BY}) (({norm(f'{fn}({sel}[{rng}])')} unless {started}) "
+            f"or {started} / {num(span)})"
+        )
+
+    def counters(self) -> None:
+        # Pods in view: with Triton's series, or their container's CPU (cAdvisor), which a
+        # new pod shows before its models are loaded.
+        refs = " or ".join(
+            norm(metric)
+            for metric in (
+                "nv_inference_request_success",
+                "nv_cpu_utilization",
+                "container_cpu_usage_seconds_total",
+            )
+        )
+        self.record(f"{PREFIX}:pod_seen", f"group by (namespace, pod) ({refs})")
         for c in WINDOW_COUNTERS:
-            self.record(_rate(c), by_subject(f"rate({c}[{w.rate_range}])"))
+            self.record(_rate(c), self.subject_rate(c))
         for c in SCRAPE_COUNTERS:
-            self.record(_irate(c), by_subject(f"irate({c}[{w.scrape_range}])"))
+            self.record(_irate(c), self.subject_rate(c, scrape=True))
         compute = " + ".join(
             _rate(f"nv_inference_compute_{p}_duration_us") for p in ("input", "infer", "output")
         )
@@ -604,14 +647,13 @@ class _Builder:
             ),
         )
         fail = "nv_inference_request_failure"
-        self.feature("failure_rate", by_subject(f"rate({fail}[{w.rate_range}])"))
+        self.feature("failure_rate", self.subject_rate(fail))
         for reason in ("rejected", "canceled", "backend", "other"):
             # Triton exports the reasons it knows together: one absent while others are
             # present is zero, not unknown (features.py).
             sel = f'{fail}{{reason="{reason.upper()}"}}'
             self.feature(
-                f"failure_{reason}",
-                by_subject(f"rate({sel}[{w.rate_range}])") + f" or 0 * {_f('failure_rate')}",
+                f"failure_{reason}", self.subject_rate(sel) + f" or 0 * {_f('failure_rate')}"
             )
         self.feature("load_duration_s", by_subject("nv_model_load_duration_secs", "max"))
         self.feature(
@@ -732,7 +774,14 @@ class _Builder:
         def by_model(sel: str) -> str:
             # The model an ingress series serves (features.serves): its own `model` label, a
             # `/models/<m>` path, else an ingress or service named like the model.
-            e = f"rate({sel}[{rr}])"
+            # A status series appears at its first request: counted from zero, as the series
+            # store counts a counter born while its exporter was in view.
+            ago = duration(self.w.window_s)
+            born = (
+                f"(({sel} unless {sel} offset {ago}) and on (instance) "
+                f"group by (instance) ({metric} offset {ago}))"
+            )
+            e = f"((rate({sel}[{rr}]) unless {born}) or {born} / {num(self.w.window_s)})"
             e = f'label_replace({e}, "tg_model", "$1", "model", "(.+)")'
             e = f'label_replace({e}, "model", "$1", "service", "(.+)")'
             e = f'label_replace({e}, "model", "$1", "ingress", "(.+)")'
@@ -803,55 +852,23 @@ class _Builder:
         w, t = self.w, self.t
         iv = duration(w.interval_s)
         succ = "nv_inference_request_success"
-        # A series is born, not merely first seen, when its pod was already in view a scrape
-        # earlier (another model or version, Triton's own CPU gauge, cAdvisor): the first
-        # scrape of a Prometheus, or of a trace, sees everything at once and births nothing.
-        refs = " or ".join(
-            norm(f"{metric} offset {iv}")
-            for metric in (succ, "nv_cpu_utilization", "container_cpu_usage_seconds_total")
-        )
-        pod_known = f"group by (namespace, pod) ({refs})"
-
-        def started(counter: str) -> str:
-            # The counter's series that started from zero since the previous scrape: new ones,
-            # and ones that reset. Their value is all they counted since.
-            new = norm(f"{counter} unless {counter} offset {iv}")
-            reset = norm(f"{counter} < {counter} offset {iv}")
-            return f"({new} and on (namespace, pod) {pod_known}) or {reset}"
-
         edge = f"{PREFIX}:birth_edge"
-        # Like the series store, a counter born from zero started after the previous scrape.
-        self.record(edge, f"(time() - {num(w.interval_s)}) * {known(started(succ))}")
+        # Series that started from zero since the previous scrape: new ones, and ones that
+        # reset. Like the series store, a counter born from zero started after that scrape.
+        started = f"{self._started(succ, iv)} or {norm(f'{succ} < {succ} offset {iv}')}"
+        self.record(edge, f"(time() - {num(w.interval_s)}) * {known(started)}")
         self.record(f"{PREFIX}:born_at", f"max_over_time({edge}[{duration(t.cold_age_s)}])")
         age = f"(time() - {PREFIX}:born_at)"
         self.record(f"{PREFIX}:in_birth", known(f"{age} <= {num(w.early_span_s)}"))
         # The first executions after a birth (births.birth_of's early window), as increments
-        # per scrape, kept so later evaluations of the birth can read them. At the birth
-        # scrape, what the new series counted from zero; after it, the scrape's increase.
-        later = f"and on ({BY}) ({age} <= {num(w.early_span_s)}) unless on ({BY}) {edge}"
-        for name, counter, irate in (
-            ("requests", succ, _irate(succ)),
-            (
-                "queue_us",
-                "nv_inference_queue_duration_us",
-                _irate("nv_inference_queue_duration_us"),
-            ),
-            (
-                "compute_us",
-                "nv_inference_compute_%s_duration_us",
-                f"{PREFIX}:compute_duration_us:irate",
-            ),
+        # per scrape, kept so later evaluations of the birth can read them.
+        early = f"* {num(w.interval_s)} and on ({BY}) ({age} <= {num(w.early_span_s)})"
+        for name, increase in (
+            ("requests", _irate(succ)),
+            ("queue_us", _irate("nv_inference_queue_duration_us")),
+            ("compute_us", f"{PREFIX}:compute_duration_us:irate"),
         ):
-            if "%s" in counter:
-                first = " + ".join(
-                    f"({by_subject(started(counter % p))})" for p in ("input", "infer", "output")
-                )
-            else:
-                first = by_subject(started(counter))
-            self.record(
-                f"{PREFIX}:early_{name}",
-                f"({first}) or ({irate} * {num(w.interval_s)} {later})",
-            )
+            self.record(f"{PREFIX}:early_{name}", f"{increase} {early}")
         self.record(
             f"{series('scrape_compute_per_exec_us')}:early",
             _per(f"{PREFIX}:early_compute_us", f"{PREFIX}:early_requests"),
@@ -1025,8 +1042,7 @@ class _Builder:
         resets = f"{dropped} unless on (namespace, pod) {restarts}"
         seen = norm(f"last_over_time({succ}[{period}])")
         versions = f"count by ({BY}) (count by ({BY}, version) ({seen})) > 1"
-        appeared = norm(f"{succ} unless {succ} offset {iv}")
-        new_version = f"{appeared} and on ({BY}) ({versions})"
+        new_version = f"{self._started(succ, iv)} and on ({BY}) ({versions})"
         load = "nv_model_load_duration_secs"
         load_changed = norm(f"{load} != {load} offset {iv}")
         cold = f"{PREFIX}:cold_scrape"

@@ -61,6 +61,7 @@ def selector(name: str, labels: Labels) -> str:
 
 
 def _number(value: float) -> str:
+    value = float(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
