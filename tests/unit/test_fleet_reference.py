@@ -36,3 +36,25 @@ def test_a_pod_joining_warm_opens_nothing() -> None:
     """Warm-up before Ready: its first scrape already runs at the peers' compute and queue."""
     events = run_engine(_scale_out(Phase(1, rps=20, infer_ms=30, queue_ms=1)), interval=IV)
     assert opened(events) == []
+
+
+def test_a_newborn_without_reference_waits_for_cold_start_to_judge() -> None:
+    """A new model with no peers queues from birth: nothing but cold_start may open early.
+
+    Its first queue could be its cold start's; the other causes wait out the birth span
+    (30 s at a 5 s scrape) and only then read the steady queue as the batcher's.
+    """
+    series = triton_model([Phase(BASE_N + 24, rps=20, infer_ms=30)], interval=IV)
+    born = triton_model(
+        [Phase(24, rps=6, queue_ms=80, infer_ms=2, batch=1.2)], interval=IV, model="ranker"
+    )
+    series.update({k: f"_x{BASE_N - 1} {v}" for k, v in born.items()})
+    cfg = {
+        "max_batch_size": 8,
+        "dynamic_batching": {"max_queue_delay_microseconds": "100000"},
+        "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+    }
+    events = run_engine(series, interval=IV, configs={"ranker": cfg})
+    birth = (BASE_N - 1) * IV  # its first sample
+    early = [(c, t - birth) for c, m, t in opened(events) if m == "ranker"]
+    assert early and all(c == "cold_start" or at > 30 for c, at in early), early

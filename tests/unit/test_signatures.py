@@ -123,6 +123,22 @@ def test_too_many_instances_fires_on_concurrency_without_throughput() -> None:
     assert_detected(events, "too_many_instances")
 
 
+def test_too_many_instances_quiet_when_the_load_grew() -> None:
+    """Four times the traffic on four instances: more executions in flight is the load.
+
+    Each inference slower and concurrency up, but arrivals explain the overlap; blaming the
+    instance count would cut capacity under a load rise.
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=10, infer_ms=20), Phase(24, rps=40, infer_ms=45, queue_ms=30)],
+        interval=IV,
+    )
+    cfg = {"max_batch_size": 8, "instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
+    assert "too_many_instances" not in causes(
+        run_engine(series, interval=IV, configs={"resnet": cfg})
+    )
+
+
 def test_too_many_instances_quiet_with_one_instance_and_no_overlap() -> None:
     """Slower compute on one instance with no overlap is not instance contention."""
     series = triton_model(
@@ -245,6 +261,17 @@ def test_cpu_bottleneck_quiet_when_a_neighbour_takes_the_cpu() -> None:
     events = run_engine(series, interval=IV)
     assert "cpu_bottleneck" not in causes(events)
     assert_detected(events, "node_contention")
+
+
+def test_node_contention_quiet_when_the_node_was_saturated_all_along() -> None:
+    """A node at 97 % before and after: nothing new runs beside Triton, whatever else slowed it."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.97, BASE_N), (0.97, 24)])
+    assert "node_contention" not in causes(run_engine(series, interval=IV))
 
 
 def test_cpu_bottleneck_quiet_when_the_host_was_saturated_before_the_load_grew() -> None:

@@ -15,6 +15,7 @@ from tritonguard.core.model_config import ModelConfig, parse_model_config
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.signatures import SIGNATURES
+from tritonguard.core.signatures.cold_start import CAUSE as COLD_START
 from tritonguard.core.thresholds import Thresholds
 
 
@@ -191,6 +192,11 @@ class Engine:
             findings = _strongest(
                 findings, [res for sig in SIGNATURES.values() if (res := sig(fast)) is not None]
             )
+        if derived.in_birth and ctx.baseline is None:
+            # A newborn without any reference (no history, no peers, no previous version):
+            # its first queue may be its cold start's, which only cold_start can judge in its
+            # birth span. The other causes wait until it is over.
+            findings = [x for x in findings if x.cause == COLD_START]
         subject, f = ctx.subject, ctx.features
         self.last_diagnoses[key] = Diagnosis(
             subject, f, ctx.baseline, findings, ctx.symptom.reasons, derived.recovered

@@ -20,6 +20,10 @@ def check(ctx: Context) -> Finding | None:
     inflation = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
     if inflation is None or inflation < t.compute_inflation:
         return None
+    thr = b.ratio("inference_rate", f.inference_rate)
+    load = b.ratio("request_rate", f.request_rate)
+    if load is not None and load >= t.load_increase:
+        return None  # more work explains more executions in flight: a load rise, not a config
     if f.gpu_util is not None and f.gpu_util < t.gpu_underused:
         return None  # the accelerator is not what they fight over
     ev = symptom_evidence(ctx)
@@ -31,7 +35,6 @@ def check(ctx: Context) -> Finding | None:
         ev["concurrency_vs_baseline"] = ctx.ev(busy_up, "ratio", "busy instances vs baseline")
         if busy_up >= 1.5:
             conf += 0.15
-    thr = b.ratio("inference_rate", f.inference_rate)
     if thr is not None:
         ev["throughput_vs_baseline"] = ctx.ev(thr, "ratio", "inference rate vs baseline")
         if thr <= t.load_increase:
