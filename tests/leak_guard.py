@@ -1,10 +1,11 @@
 """Leak guard: a test fails when it leaves asyncio tasks, threads, child processes or unclosed resources.
 
 What exists after a test and its fixtures' teardown is compared with what existed before it.
-Fixtures of a wider scope (the shared live lab, module-wide Triton servers) are set up before
-the snapshot and torn down after the check, so what they keep running is theirs, not the
-test's. Each leak is named with where it was created or what it is doing, so the failure says
-which code to fix.
+What a fixture of a wider scope (the shared live lab, a module-wide Triton server, a
+module-scoped event loop) starts during its setup is its own until its teardown, whichever
+test first needed it, and so are the children of its processes (a Triton's backend stubs).
+Each leak is named with where it was created or what it is doing, so the failure says which
+code to fix.
 
 - Tasks: an event loop's shutdown (``asyncio.run`` and the test's own loop alike) cancels what
   is still pending without a word; the guard sees those tasks first, after a short grace for
@@ -53,9 +54,9 @@ KINDS: tuple[Kind, ...] = ("task", "thread", "process", "resource")
 
 # How long things that end on their own (a thread finishing its last request, a child
 # exiting after SIGTERM) may take once the test and its fixtures are done.
-GRACE_S = 2.0
+GRACE_S = float(os.environ.get("PYTEST_LEAK_GUARD_GRACE_S", "2.0"))
 # Tasks get less: a loop at shutdown has nothing left to wait for but them.
-TASK_GRACE_S = 0.5
+TASK_GRACE_S = min(0.5, GRACE_S)
 # Children inherit this variable, so a grandchild orphaned by its parent's death is still ours.
 SESSION_MARKER = "PYTEST_LEAK_GUARD_SESSION"
 # Frames of the machinery between a test and the code that leaked (shown only if nothing else).
@@ -115,7 +116,7 @@ class _Recorder:
     """Session-wide bookkeeping that the event loop hooks write into while a test runs."""
 
     loops: weakref.WeakSet[asyncio.AbstractEventLoop] = field(default_factory=weakref.WeakSet)
-    # Where each task was created (walked oldest frame last; reversed when shown).
+    # Where each task was created, innermost frame first (as walked; reversed when shown).
     origins: weakref.WeakKeyDictionary[asyncio.Task[Any], traceback.StackSummary] = field(
         default_factory=weakref.WeakKeyDictionary
     )
@@ -144,7 +145,8 @@ class _Recorder:
         try:
             yield leaks
         finally:
-            self.accounts.remove(leaks)
+            # By identity: list.remove() compares, and two empty accounts are equal.
+            self.accounts[:] = [a for a in self.accounts if a is not leaks]
 
     def describe_task(self, task: asyncio.Task[Any], why: str) -> Leak:
         """Return a task leak: its name, coroutine, where it was created and where it waits."""
