@@ -1,0 +1,370 @@
+"""Exported rules under the real promtool: valid, keyed like the engine, and firing on its faults.
+
+Each lab trace (tests/fixtures/traces) is laid out as promtool ``input_series`` on its scrape
+grid, the rules are exported for its scrape interval, and promtool evaluates them as a
+Prometheus would, one evaluation per scrape. The tests pin, per trace, every cause whose alert
+fires on the trace's model and when it first fires, and compare the first one with the
+engine's first incident on the same trace.
+
+``python -m tests.integration.test_rules_export [--variants native,10s,30s,...]`` prints what
+the rules fire on each trace next to the engine's verdict, for docs/detection.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks.detection_eval import DEADLINE_S, VARIANTS, score
+from tritonguard.cli.main import main
+from tritonguard.core.findings import CAUSES
+from tritonguard.core.rules_export import (
+    CONSUMED_METRICS,
+    render_yaml,
+    rule_file,
+    rule_group,
+)
+from tritonguard.core.rules_trace import TraceSeries, first_firing, input_series
+from tritonguard.core.thresholds import Thresholds
+from tritonguard.sources.replay import load_trace
+
+pytestmark = pytest.mark.live
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+# promtool runs two at a time: the CI machines have two cores.
+WORKERS = 2
+
+# What the rules fire on each lab trace: for each cause whose alert fires on the trace's model,
+# the test time (seconds from the trace's first scrape) of its first firing evaluation.
+FIRST_FIRING: dict[str, dict[str, float]] = {
+    "batching_delay": {"batching_delay": 80},
+    "batching_delay_holdout": {"batching_delay": 60},
+    "cold_start": {"cold_start": 68},
+    "cold_start_holdout": {"cold_start": 70},
+    "cpu_bottleneck": {"cpu_bottleneck": 85},
+    "cpu_bottleneck_holdout": {"cpu_bottleneck": 90},
+    "cpu_bottleneck_ramp": {"cpu_bottleneck": 105},
+    "healthy_ramp": {},
+    "healthy_steady": {},
+    "healthy_warmup_deploy": {},
+    "memory_copy": {"memory_copy": 85},
+    "memory_copy_holdout": {"memory_copy": 70},
+    "model_reload": {"model_reload": 84},
+    "model_reload_holdout": {"model_reload": 80},
+    "node_contention": {"node_contention": 80},
+    "node_contention_holdout": {"node_contention": 100},
+    "retry_storm": {"retry_storm": 68},
+    "retry_storm_holdout": {"retry_storm": 55},
+    "too_few_instances": {"too_few_instances": 86},
+    "too_few_instances_holdout": {"too_few_instances": 60},
+    "too_many_instances": {"too_many_instances": 80},
+    "too_many_instances_holdout": {"too_many_instances": 80},
+}
+
+
+def promtool_binary() -> str:
+    """Return promtool's path, or fail the test: it ships with Debian's prometheus package."""
+    binary = shutil.which("promtool")
+    if binary is None:
+        pytest.fail("promtool is not installed; run `make system-deps` (Debian package prometheus)")
+    return binary
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One lab trace, laid out on its scrape grid, with what its labels say about it."""
+
+    name: str
+    label: dict[str, Any]
+    interval_s: float
+    laid: TraceSeries
+
+    @property
+    def onset_s(self) -> float:
+        """The fault's onset in test time."""
+        return self.laid.test_time(float(self.label["onset"]))
+
+    @property
+    def deadline_s(self) -> float:
+        """The latest test time a diagnosis counts as in time (detection_eval's deadline)."""
+        return self.onset_s + DEADLINE_S + self.interval_s
+
+
+def load_case(name: str, variant: str = "native") -> Case:
+    """Read a trace and its labels; a variant resamples or strips it as detection_eval does."""
+    label = json.loads((TRACES / f"{name}.labels.json").read_text())
+    interval = {"10s": 10.0, "15s": 15.0, "30s": 30.0}.get(
+        variant, float(label["scrape_interval_s"])
+    )
+    interval = max(interval, float(label["scrape_interval_s"]))
+    samples = VARIANTS[variant](list(load_trace(TRACES / f"{name}.om.gz")))
+    return Case(name, label, interval, input_series(samples, interval, names=CONSUMED_METRICS))
+
+
+def _seconds(t: float) -> str:
+    return f"{round(t * 1000)}ms"
+
+
+def promtool_test(case: Case, rules: Path, expected: dict[str, float] | None) -> dict[str, Any]:
+    """Return a promtool test file for a case: when each cause first fires, then what still fires.
+
+    ``expected`` None asks for nothing, so promtool reports what it got (for measuring).
+    """
+    ns, model = case.label["namespace"], case.label["model"]
+    end = case.laid.end_s
+    first: list[dict[str, Any]] = [
+        {"labels": f'{{cause="{cause}"}}', "value": at} for cause, at in (expected or {}).items()
+    ]
+    tests: list[dict[str, Any]] = [
+        {
+            "expr": first_firing(ns, model, end, case.interval_s),
+            "eval_time": _seconds(end),
+            "exp_samples": first,
+        }
+    ]
+    if expected:
+        # The engine's incident stays open to the end of every fault trace; so must the alert.
+        cause = min(expected, key=lambda c: expected[c])
+        tests.append(
+            {
+                "expr": (
+                    f'count by (cause) (ALERTS{{alertstate="firing", namespace="{ns}", '
+                    f'model="{model}", cause="{cause}"}})'
+                ),
+                "eval_time": _seconds(end),
+                "exp_samples": [{"labels": f'{{cause="{cause}"}}', "value": 1}],
+            }
+        )
+    return {
+        "rule_files": [str(rules)],
+        "evaluation_interval": _seconds(case.interval_s),
+        "tests": [
+            {
+                "interval": _seconds(case.interval_s),
+                "input_series": [s.as_dict() for s in case.laid.series],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One promtool invocation and what it said."""
+
+    code: int
+    output: str
+
+
+def run_promtool(binary: str, args_list: Sequence[Sequence[str]]) -> list[Run]:
+    """Run promtool once per argument list, two at a time; each run is waited for."""
+
+    def one(args: Sequence[str]) -> Run:
+        proc = subprocess.run(
+            [binary, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+        return Run(proc.returncode, proc.stdout + proc.stderr)
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(one, args_list))
+
+
+def by_length(cases: Iterable[Case]) -> list[Case]:
+    """Longest first: the two workers then finish together."""
+    return sorted(cases, key=lambda c: -c.laid.slots * len(c.laid.series))
+
+
+def write_cases(
+    directory: Path,
+    cases: Iterable[Case],
+    expected: Callable[[Case], dict[str, float] | None],
+    thresholds: Thresholds | None = None,
+) -> list[Path]:
+    """Write one rule file per scrape interval and one test file per case; return the tests."""
+    t = thresholds or Thresholds()
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for case in cases:
+        rules = directory / f"rules_{round(case.interval_s * 1000)}ms.yaml"
+        if not rules.exists():
+            rules.write_text(render_yaml(rule_file([rule_group(t, case.interval_s)])))
+        test = directory / f"{case.name}.test.yaml"
+        doc = promtool_test(case, rules, expected(case))
+        test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
+        out.append(test)
+    return out
+
+
+@pytest.fixture(scope="module")
+def native_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every lab trace through the exported rules under promtool, against its pinned firings."""
+    binary = promtool_binary()
+    cases = by_length(load_case(name) for name in sorted(FIRST_FIRING))
+    tests = write_cases(tmp_path_factory.mktemp("rules"), cases, lambda c: FIRST_FIRING[c.name])
+    runs = run_promtool(binary, [["test", "rules", str(p)] for p in tests])
+    return {case.name: run for case, run in zip(cases, runs, strict=True)}
+
+
+def test_the_pins_cover_every_lab_trace() -> None:
+    """A trace added to the fixtures needs its pinned firings here, and each pin a trace."""
+    names = {p.name.removesuffix(".labels.json") for p in TRACES.glob("*.labels.json")}
+    assert names == set(FIRST_FIRING)
+    assert {c for pin in FIRST_FIRING.values() for c in pin} <= set(CAUSES)
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_FIRING))
+def test_rules_fire_on_the_trace_as_the_engine_diagnoses_it(
+    name: str, native_runs: dict[str, Run]
+) -> None:
+    """The pinned causes fire, exactly; the first is the engine's, after the onset and in time.
+
+    A healthy control fires nothing. A fault's first alert is the engine's first incident's
+    cause, at or after the onset and within detection_eval's deadline, and it still fires at
+    the end of the trace, as the engine's incident is still open.
+    """
+    run = native_runs[name]
+    assert run.code == 0, run.output
+    case = load_case(name)
+    engine = score(name, TRACES, "native")
+    pinned = FIRST_FIRING[name]
+    if case.label["cause"] is None:
+        assert engine.verdict == "right" and pinned == {}
+        return
+    first = min(pinned, key=lambda c: pinned[c])
+    assert engine.verdict == "right" and first == engine.got == case.label["cause"]
+    assert case.onset_s <= pinned[first] <= case.deadline_s
+    assert sorted(pinned.values()).count(pinned[first]) == 1, "two causes fire first together"
+
+
+def test_exported_rules_pass_promtool_check(tmp_path: Path) -> None:
+    """Both formats, at fine and coarse scrape intervals and with overrides, are valid rules."""
+    config = tmp_path / "config.yaml"
+    config.write_text("thresholds:\n  open_confidence: 0.6\n  rate_window_s: 60\n")
+    files = []
+    for interval in ("2s", "5s", "15s", "30s", "1m"):
+        for fmt in ("rule-file", "prometheus-rule"):
+            out = tmp_path / f"{fmt}-{interval}.yaml"
+            args = ["rules", "export", "--format", fmt, "--scrape-interval", interval]
+            assert main([*args, "--config", str(config), "-o", str(out)]) == 0
+            if fmt == "prometheus-rule":
+                # promtool checks rule files; a PrometheusRule's spec is one.
+                spec = yaml.safe_load(out.read_text())["spec"]
+                out.write_text(yaml.safe_dump(spec, sort_keys=False, width=1_000_000))
+            files.append(out)
+    binary = promtool_binary()
+    [run] = run_promtool(binary, [["check", "rules", *map(str, files)]])
+    assert run.code == 0, run.output
+    assert run.output.count("SUCCESS") == len(files)
+
+
+def test_subjects_are_keyed_as_the_engine_keys_targets(tmp_path: Path) -> None:
+    """namespace/pod as scraped, `instance` outside Kubernetes, exported_* over the scraper's."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), 5.0)])))
+    counter = "nv_inference_request_success"
+    inputs = [
+        f'{counter}{{namespace="ml", pod="triton-0", instance="10.0.0.1:8002", model="a"}}',
+        f'{counter}{{instance="gpu-host:8002", model="b"}}',
+        f'{counter}{{exported_namespace="ml", exported_pod="triton-1", namespace="obs", '
+        f'pod="scraper-0", model="c"}}',
+    ]
+    expected = [
+        '{namespace="ml", pod="triton-0", model="a"}',
+        '{pod="gpu-host:8002", model="b"}',
+        '{namespace="ml", pod="triton-1", model="c"}',
+    ]
+    doc = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "5s",
+        "tests": [
+            {
+                "interval": "5s",
+                "input_series": [{"series": s, "values": "0+50x12"} for s in inputs],
+                "promql_expr_test": [
+                    {
+                        "expr": "tritonguard:request_rate",
+                        "eval_time": "60s",
+                        "exp_samples": [
+                            {"labels": "tritonguard:request_rate" + e, "value": 10}
+                            for e in expected
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    test = tmp_path / "keys.test.yaml"
+    test.write_text(yaml.safe_dump(doc, sort_keys=False))
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    assert run.code == 0, run.output
+
+
+def test_a_threshold_override_changes_what_fires(tmp_path: Path) -> None:
+    """No confidence reaches an open_confidence of 0.98 (they stop at 0.97): nothing fires."""
+    case = load_case("batching_delay_holdout")
+    [test] = write_cases(
+        tmp_path, [case], lambda c: None, thresholds=Thresholds(open_confidence=0.98)
+    )
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    assert run.code == 0, run.output
+
+
+# ---- measuring, for docs/detection.md -----------------------------------------------------
+
+
+def fired(output: str) -> dict[str, float]:
+    """Return cause -> first firing time from a run that expected nothing (promtool's `got:`)."""
+    got = re.search(r"got: (.*)", output)
+    if got is None:
+        return {}
+    return {c: float(v) for c, v in re.findall(r'\{cause="([a-z_]+)"\} ([^,\s]+)', got.group(1))}
+
+
+def measure(variants: Sequence[str], directory: Path) -> list[str]:
+    """Return table rows: per trace and variant, what the rules and the engine first say."""
+    binary = promtool_binary()
+    names = sorted(FIRST_FIRING)
+    rows = [
+        "| trace | variant | cause | rules: first alert | onset → fired | engine | onset → opened |"
+    ]
+    rows.append("|---|---|---|---|---|---|---|")
+    for variant in variants:
+        cases = [load_case(name, variant) for name in names]
+        order = by_length(cases)
+        tests = write_cases(directory / variant, order, lambda c: None)
+        done = run_promtool(binary, [["test", "rules", str(p)] for p in tests])
+        runs = dict(zip((c.name for c in order), done, strict=True))
+        for case in cases:
+            run = runs[case.name]
+            got = fired(run.output)
+            first = min(got, key=lambda c: got[c]) if got else None
+            delay = "" if first is None else f"{got[first] - case.onset_s:+.0f}s"
+            others = sorted(set(got) - {first} if first else set())
+            engine = score(case.name, TRACES, variant)
+            engine_delay = "" if engine.delay_s is None else f"{engine.delay_s:+.0f}s"
+            rows.append(
+                f"| {case.name} | {variant} | {case.label['cause'] or 'healthy'} | "
+                f"{first or '-'}{' (+' + ', '.join(others) + ')' if others else ''} | {delay} | "
+                f"{engine.got or '-'} ({engine.verdict}) | {engine_delay} |"
+            )
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variants", default="native")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/tritonguard-rules-measure"))
+    options = parser.parse_args()
+    sys.stdout.write("\n".join(measure(options.variants.split(","), options.workdir)) + "\n")
