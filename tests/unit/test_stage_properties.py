@@ -39,7 +39,7 @@ from tritonguard.core.guards import HOUR_S, GuardSettings
 from tritonguard.core.playbook_model import Playbook, load_playbooks_text
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
-from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.runtime.playbook_stage import PlaybookStage, StepResult
 
 T = TypeVar("T")
 SUBJECTS = [
@@ -365,10 +365,15 @@ class StageMachine(RuleBasedStateMachine):
         """One evaluation; ``replay`` awaits its work, the daemon does not."""
         stage = self.stage
         assert stage is not None
-        busy = stage.busy()
         stale = set(self.stale)
         transitions, self.pending = self.pending, []
-        result = self._run(self._in_loop(stage.step, transitions, self.now))
+
+        def step() -> tuple[frozenset[str], StepResult]:
+            # What is busy is read in the same turn of the loop as the step reads it: work
+            # in flight may finish in the turns before.
+            return stage.busy(), stage.step(transitions, self.now)
+
+        busy, result = self._run(self._in_loop(step))
         new = self._rows()[self.seen_rows :]
         for row in new:
             assert row.subject_key not in busy, f"{row.playbook} ran on busy {row.subject_key}"
