@@ -453,7 +453,9 @@ def read_sample_line(
     """
     if not openmetrics:
         head, _, raw = line.rpartition(" ")
-        entry = cache.known_block(head) if head else None
+        entry = cache.series.get(head)
+        if entry is None and head:
+            entry = cache.known_block(head)
         if entry is not None and _FLOAT_FULL(raw) is not None:
             return entry, raw, ""
     entry, raw, stamp, exemplar = _parse_sample_line(line, source, lineno, openmetrics, cache)

@@ -40,12 +40,14 @@ from tritonguard.core.exposition import (
     shared_cache,
     to_floats,
 )
-from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
+from tritonguard.core.metric_names import exporter_of, is_consumed
 from tritonguard.core.samples import Labels, Sample
-from tritonguard.core.series_store import DROPPED, SKIP, PendingSeries, Series, SeriesStore
+from tritonguard.core.series_store import DROPPED, SKIP, Series, SeriesStore
 
 __all__ = ["IngestResult", "TargetIngest", "relabelled"]
 
+# Metric names whose keep decision is remembered; past it, forgotten.
+MAX_NAMES_KEPT = 65536
 # In a layout, the text of a line never to be matched again (a line read the slow way, a
 # series the memory bound shed): no line holds a line feed.
 _NEVER = "\n"
@@ -138,6 +140,7 @@ class TargetIngest:
         self._generation = store.generation
         # Expositions read through parse_exposition (OpenMetrics, timestamps, oddities).
         self.slow_reads = 0
+        self._kept_names: dict[str, bool] = {}
 
     def __len__(self) -> int:
         return sum(1 for slot in self._layout if slot is not None)
@@ -162,7 +165,7 @@ class TargetIngest:
         raws: list[str] = []
         heads, layout = self._heads, self._layout
         stop = scan_layout(lines, heads, layout, slots=slots, raws=raws)
-        pending: list[tuple[int, PendingSeries]] = []
+        pending: list[tuple[int, Series]] = []
         if stop < len(lines):
             read = self._read_changed(lines, stop, slots, raws, pending)
             if read is None:
@@ -180,9 +183,10 @@ class TargetIngest:
         before = self.store.samples_ingested
         self.store.append_scrape(slots, values, timestamp)
         for index, series in pending:
-            layout[index] = series.stored
-            if series.stored is None:
-                heads[index] = _NEVER  # shed: ask the store again next time
+            stored = self.store.stored(series.name, series.labels)
+            layout[index] = stored
+            if stored is None:
+                heads[index] = _NEVER  # shed, or no value yet: ask the store again next time
         self._heads, self._layout = heads, layout
         return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
 
@@ -193,7 +197,7 @@ class TargetIngest:
         start: int,
         slots: list[Series],
         raws: list[str],
-        pending: list[tuple[int, PendingSeries]],
+        pending: list[tuple[int, Series]],
     ) -> tuple[list[str], list[Series | None]] | None:
         """Read lines from ``start`` by their series text; return the new layout (None: slow).
 
@@ -218,7 +222,7 @@ class TargetIngest:
                     heads.append(line)  # a comment or blank line
                     layout.append(None)
                     continue
-                if isinstance(slot, PendingSeries):
+                if slot.born_unconfirmed and self.store.stored(slot.name, slot.labels) is not slot:
                     pending.append((len(layout), slot))
             slots.append(slot)
             raws.append(raw)
@@ -263,7 +267,13 @@ class TargetIngest:
         return self._slot(entry), value, match
 
     def _kept(self, name: str) -> bool:
-        return is_consumed(name) and (self.keep is None or self.keep(name))
+        kept = self._kept_names.get(name)
+        if kept is None:
+            kept = is_consumed(name) and (self.keep is None or self.keep(name))
+            if len(self._kept_names) > MAX_NAMES_KEPT:
+                self._kept_names.clear()
+            self._kept_names[name] = kept
+        return kept
 
     def _slot(self, entry: SeriesEntry) -> Series:
         labels = relabelled(entry.labels, self.extra_labels, honor_labels=self.honor_labels)
@@ -271,7 +281,7 @@ class TargetIngest:
         if series is not None:
             return series
         key = self.store.scrape_key(labels, exporter_of(entry.name))
-        return PendingSeries(entry.name, labels, is_counter(entry.name), scrape_key=key)
+        return self.store.new_series(entry.name, labels, key)
 
     def _forget_dropped(self) -> None:
         """Let go of series the store dropped since the last exposition."""

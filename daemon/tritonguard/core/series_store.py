@@ -168,20 +168,6 @@ class _KeyedTimes(list[float]):
         self.key = key
 
 
-@dataclass(slots=True)
-class PendingSeries(Series):
-    """A series an ingester met first in this scrape: ``append_scrape`` stores it (or sheds it).
-
-    It stands in for the series until then (``born_unconfirmed`` routes it to the careful
-    branch); ``stored`` is the series stored, None when the memory bound shed it.
-    """
-
-    stored: Series | None = None
-
-    def __post_init__(self) -> None:
-        self.born_unconfirmed = True
-
-
 # The slot of a sample ``append_scrape`` passes over (its family is not stored); its key is
 # no target's, so it always takes the careful branch.
 SKIP: Final = Series("", (), counter=False, scrape_key=("", "", "\x00skip"))
@@ -289,10 +275,10 @@ class SeriesStore:
     def append_scrape(self, slots: Sequence[Series], values: Sequence[float], t: float) -> None:
         """Append one scrape, every slot's value at ``t``, exactly as ``add_many`` would.
 
-        A slot is a stored series, ``SKIP`` for a sample of a family no feature reads, or
-        a ``PendingSeries`` for one this scrape shows first: it is created (or shed, over
-        the memory bound) on the way, and ``pending.stored`` says which. Slots of one
-        target share scrape-key objects, so a key is noted once per run of it.
+        A slot is a stored series, ``SKIP`` for a sample of a family no feature reads, or a
+        new ``Series`` the store does not hold yet (made by ``new_series``): it is stored
+        on the way, unless the memory bound sheds it (``stored`` then says None). Slots of
+        one target share scrape-key objects, so a key is noted once per run of it.
         """
         noted_key: ScrapeKey | None = None
         marks: tuple[float | None, float | None] = (None, None)
@@ -324,18 +310,15 @@ class SeriesStore:
                     marks = self._note_scrape(key, t)
                     noted_key = key
                 if series.born_unconfirmed:
-                    if isinstance(series, PendingSeries):
+                    stored = self._series.get((series.name, series.labels))
+                    if stored is None:
                         # The memory bound counts every point added before this one.
                         self.points += points
                         added += points
                         points = 0
-                        stored = series.stored = self._create(
-                            series.name, series.labels, key, t, marks
-                        )
+                        stored = self._adopt(series, t, marks)
                         if stored is None:
                             continue
-                    else:
-                        stored = series
                     before_n = len(stored.times)
                     stored.add(t, raw)
                     grown = len(stored.times) - before_n
@@ -403,6 +386,13 @@ class SeriesStore:
             times = self._exporter_scrapes[key] = _KeyedTimes(key)
         return times
 
+    def new_series(self, name: str, labels: Labels, key: ScrapeKey) -> Series:
+        """Return a series for ``append_scrape`` to store when it first gets a value.
+
+        Until then it is not in the store; ``born_unconfirmed`` marks it so.
+        """
+        return Series(name, labels, is_counter(name), born_unconfirmed=True, scrape_key=key)
+
     def _create(
         self,
         name: str,
@@ -415,13 +405,19 @@ class SeriesStore:
         series = self._series.get((name, labels))
         if series is not None:
             return series
+        return self._adopt(self.new_series(name, labels, key), t, marks)
+
+    def _adopt(
+        self, series: Series, t: float, marks: tuple[float | None, float | None]
+    ) -> Series | None:
+        """Store a new series (None when the memory bound sheds it), placing its birth."""
         if self.max_bytes is not None and self.approx_bytes + SERIES_BYTES > self.max_bytes:
             # Full: a new series is unknown rather than pushing out one in use.
             self.series_shed += 1
             return None
-        series = Series(name, labels, is_counter(name), scrape_key=key)
-        self._series[(name, labels)] = series
-        self._by_name.setdefault(name, {})[labels] = series
+        series.born_unconfirmed = False
+        self._series[(series.name, series.labels)] = series
+        self._by_name.setdefault(series.name, {})[series.labels] = series
         if series.counter:
             self._place_birth(series, t, *marks)
         return series
