@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint unit live bench system-deps venv clean record
+.PHONY: demo test lint unit live bench bench-full system-deps venv clean record
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,7 +44,12 @@ test: venv system-deps lint
 demo: venv system-deps
 	$(BIN)/tritonguard demo
 
+# A quick run for CI (under a minute): parser, ingest on the 50-model capture and a 100-pod
+# fleet, a 400-target scrape fan-out. `make bench-full` measures everything in docs/benchmarks.md.
 bench: venv
+	$(BIN)/python -m benchmarks.run --quick
+
+bench-full: venv
 	$(BIN)/python -m benchmarks.run
 
 # Re-record the lab's trace fixtures from a real Triton (slow: minutes per scenario).
