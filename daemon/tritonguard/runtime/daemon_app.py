@@ -284,9 +284,20 @@ class DaemonApp:
 
     # ---- root tasks -------------------------------------------------------------------------
     async def _source_loop(self, source: Source) -> None:
+        previous: float | None = None
         while not self.supervisor.stopping.is_set():
             started = time.monotonic()
             result = await self.poll(source)
+            # A tick is due one interval after the one before; lateness shows a tick longer
+            # than its interval or an event loop too busy to wake this task on time.
+            lag = None if previous is None else started - previous - source.interval_s
+            self.metrics.observe_tick(
+                source.name,
+                lag_s=lag,
+                duration_s=time.monotonic() - started,
+                interval_s=source.interval_s,
+            )
+            previous = started
             if result.samples:
                 self._scraped.set()
             await self._sleep(source.interval_s - (time.monotonic() - started))

@@ -39,6 +39,28 @@ class SelfMetrics:
             ["source", "target"],
             registry=registry,
         )
+        self.tick_lag = Gauge(
+            "tritonguard_source_tick_lag_seconds",
+            "How late the newest tick of a source (one poll of all its targets) started, "
+            "against one interval after the tick before: 0 when on time. A tick longer than "
+            "the interval, or an event loop too busy to wake on time, makes it grow.",
+            ["source"],
+            registry=registry,
+        )
+        self.tick_duration = Histogram(
+            "tritonguard_source_tick_duration_seconds",
+            "Time one tick of a source took: every target polled, parsed and stored.",
+            ["source"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60),
+            registry=registry,
+        )
+        self.tick_overruns = Counter(
+            "tritonguard_source_tick_overruns_total",
+            "Ticks that took longer than their source's interval, so that the next one "
+            "started late.",
+            ["source"],
+            registry=registry,
+        )
         self.samples_ingested = Counter(
             "tritonguard_samples_ingested_total",
             "Samples handed to the engine.",
@@ -175,6 +197,17 @@ class SelfMetrics:
         if failures > self._reload_failures_seen:
             self.playbooks_reload_failures.inc(failures - self._reload_failures_seen)
         self._reload_failures_seen = failures
+
+    def observe_tick(
+        self, source: str, *, lag_s: float | None, duration_s: float, interval_s: float
+    ) -> None:
+        """Record one tick of a source: how late it started (None: the first), how long it took."""
+        if lag_s is not None:
+            self.tick_lag.labels(source).set(max(0.0, lag_s))
+        self.tick_duration.labels(source).observe(duration_s)
+        overruns = self.tick_overruns.labels(source)  # at 0 from the first tick on
+        if duration_s > interval_s:
+            overruns.inc()
 
     def observe_statuses(self, statuses: Iterable[SourceStatus]) -> None:
         """Record one poll's per-target outcomes."""
