@@ -369,13 +369,17 @@ def iter_exposition(
 
 
 class SeriesEntry:
-    """One parsed series text: its metric name and canonical labels (compared by identity)."""
+    """One parsed series text: its metric name and canonical labels (compared by identity).
 
-    __slots__ = ("labels", "name")
+    ``plain`` is free for a reader to remember a fact about the labels (None: not known).
+    """
+
+    __slots__ = ("labels", "name", "plain")
 
     def __init__(self, name: str, labels: Labels) -> None:
         self.name = name
         self.labels = labels
+        self.plain: bool | None = None
 
     def __repr__(self) -> str:
         return f"SeriesEntry({self.name!r}, {self.labels!r})"

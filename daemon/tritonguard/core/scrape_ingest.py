@@ -42,7 +42,7 @@ from tritonguard.core.exposition import (
 )
 from tritonguard.core.metric_names import exporter_of, is_consumed
 from tritonguard.core.samples import Labels, Sample
-from tritonguard.core.series_store import DROPPED, SKIP, Series, SeriesStore
+from tritonguard.core.series_store import DROPPED, SKIP, ScrapeKey, Series, SeriesStore
 
 __all__ = ["IngestResult", "TargetIngest", "relabelled"]
 
@@ -141,6 +141,10 @@ class TargetIngest:
         # Expositions read through parse_exposition (OpenMetrics, timestamps, oddities).
         self.slow_reads = 0
         self._kept_names: dict[str, bool] = {}
+        self._plain_keys: dict[str, ScrapeKey] = {}
+        # Whether the target's labels are only those target_of reads (a scrape's are), so a
+        # series naming none of them merges with them without a clash.
+        self._plain_merge = bool(extra_labels) and all(n in TARGET_LABELS for n, _ in extra_labels)
 
     def __len__(self) -> int:
         return sum(1 for slot in self._layout if slot is not None)
@@ -248,6 +252,12 @@ class TargetIngest:
             except ExpositionError:
                 return None
             return None, "", line
+        entry = self.cache.series.get(head)
+        if entry is not None and is_value_token(raw):
+            # A series text parsed before (another pod of the deployment, an earlier scrape).
+            if not self._kept(entry.name):
+                return SKIP, raw, head
+            return self._slot(entry), raw, head
         name = metric_name_at(line)
         if name is not None and not self._kept(name) and _looks_whole(head, len(name), raw):
             # A family no feature reads: passed over without reading its labels.
@@ -276,12 +286,23 @@ class TargetIngest:
         return kept
 
     def _slot(self, entry: SeriesEntry) -> Series:
-        labels = relabelled(entry.labels, self.extra_labels, honor_labels=self.honor_labels)
-        series = self.store.stored(entry.name, labels)
+        """Return the stored series a line feeds, or a new one (``born_unconfirmed``) to store."""
+        name = entry.name
+        exporter = exporter_of(name)
+        if self._plain_merge and _names_no_target(entry):
+            # Neither the target's labels nor any naming a pod: they merge without a clash,
+            # and the series is about this target, whose key is the same for all of them.
+            labels = tuple(sorted(entry.labels + self.extra_labels))
+            key = self._plain_keys.get(exporter)
+            if key is None:
+                key = self._plain_keys[exporter] = self.store.scrape_key(labels, exporter)
+        else:
+            labels = relabelled(entry.labels, self.extra_labels, honor_labels=self.honor_labels)
+            key = self.store.scrape_key(labels, exporter)
+        series = self.store.stored(name, labels)
         if series is not None:
             return series
-        key = self.store.scrape_key(labels, exporter_of(entry.name))
-        return self.store.new_series(entry.name, labels, key)
+        return self.store.new_series(name, labels, key)
 
     def _forget_dropped(self) -> None:
         """Let go of series the store dropped since the last exposition."""
@@ -322,6 +343,21 @@ class TargetIngest:
         return IngestResult(
             samples=len(exposition.samples), stored=self.store.samples_ingested - before
         )
+
+
+# The labels ``targets.target_of`` reads, and a scrape attaches: a series carrying none of
+# them is about the target it was scraped from.
+TARGET_LABELS = frozenset(
+    {"namespace", "exported_namespace", "pod", "exported_pod", "pod_name", "instance"}
+)
+
+
+def _names_no_target(entry: SeriesEntry) -> bool:
+    """Tell whether a series' own labels name no target (remembered on the entry)."""
+    plain = entry.plain
+    if plain is None:
+        plain = entry.plain = not any(name in TARGET_LABELS for name, _ in entry.labels)
+    return plain
 
 
 def _looks_whole(head: str, name_end: int, raw: str) -> bool:
