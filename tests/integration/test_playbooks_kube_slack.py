@@ -250,9 +250,9 @@ steps:
     [posted] = slack.messages_in("#tritonguard-alerts")
     fields = next(b["fields"] for b in posted.blocks if "fields" in b)
     texts = [f["text"] for f in fields]
-    assert texts[0] == "*cpu*\n0.97 over 60 s\n_container CPU / quota_"
-    assert "*queue_share*\n0.82 over 30 s" in texts[1]
-    assert texts[2] == "*note*\nunknown\n_a &lt;tag&gt; &amp; more_"
-    context = posted.blocks[-1]["elements"][0]["text"]
+    assert texts[0] == "*Cpu*\n×0.97 over 60 s\n_container CPU / quota_"
+    assert texts[1] == "*Note*\nunknown\n_a &lt;tag&gt; &amp; more_"
+    assert not any("queue_share" in t for t in texts), "the breakdown shows the queue share"
+    context = next(b["elements"][0]["text"] for b in posted.blocks if b["type"] == "context")
     assert ev.incident_id in context and "also matched: too_few_instances" in context
     assert any("resources:" in b.get("text", {}).get("text", "") for b in posted.blocks)

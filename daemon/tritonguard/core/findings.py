@@ -34,12 +34,18 @@ class Subject:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """One number a finding used, with its unit and the window it was measured over."""
+    """One number a finding used, with its unit and the window it was measured over.
+
+    ``weight`` is how much the number decided the finding, as its signature judges it: 1 for
+    a condition the signature cannot fire without, the confidence it adds for a corroborating
+    sign, 0 for context. Messages show the heaviest evidence first.
+    """
 
     value: float | None
     unit: str
     window_s: float
     what: str
+    weight: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Return the JSON form used in replay output, Slack and the audit trail."""
@@ -48,7 +54,20 @@ class Evidence:
             "unit": self.unit,
             "window_s": round(self.window_s, 3),
             "what": self.what,
+            "weight": round(self.weight, 3),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evidence:
+        """Read the JSON form back (the Slack outbox and the CLI keep incidents as JSON)."""
+        raw = data.get("value")
+        return cls(
+            value=None if raw is None else float(raw),
+            unit=str(data.get("unit", "")),
+            window_s=float(data.get("window_s", 0.0)),
+            what=str(data.get("what", "")),
+            weight=float(data.get("weight", 0.0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)

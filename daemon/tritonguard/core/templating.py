@@ -38,17 +38,17 @@ def is_template(text: str) -> bool:
     return "{{" in text or "{%" in text or "{#" in text
 
 
-def check_template(text: str) -> None:
-    """Raise TemplateError when ``text`` does not parse or uses names outside TEMPLATE_NAMES."""
+def check_template(text: str, names: frozenset[str] = TEMPLATE_NAMES) -> None:
+    """Raise TemplateError when ``text`` does not parse or uses names outside ``names``."""
     try:
         ast = _ENV.parse(text)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}") from None
-    unknown = sorted(jinja2.meta.find_undeclared_variables(ast) - TEMPLATE_NAMES)
+    unknown = sorted(jinja2.meta.find_undeclared_variables(ast) - names)
     if unknown:
         raise TemplateError(
             f"template uses unknown name(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(TEMPLATE_NAMES))}"
+            f"allowed: {', '.join(sorted(names))}"
         )
 
 

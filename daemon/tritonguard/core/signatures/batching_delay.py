@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+from tritonguard.core.humanize import microseconds
+from tritonguard.core.signatures.context import (
+    BESIDE_GATE,
+    GATE,
+    Context,
+    clamp,
+    ms,
+    symptom_evidence,
+    weigh,
+)
 
 # Scrapes needed to judge whether queueing is steady; fewer (coarse scrapes) leave it unknown.
 STEADY_MIN_SCRAPES = 3
@@ -23,6 +32,17 @@ def queue_steadiness(per_scrape: list[float]) -> float | None:
 
 
 CAUSE = "batching_delay"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "queue_share": GATE,
+    "busy_instances": GATE,
+    "instance_count": BESIDE_GATE,
+    "queue_vs_max_delay": 0.2,
+    "max_queue_delay_ms": 0.19,
+    "avg_batch": 0.1,
+    "client_batch": 0.05,
+    "p99_ms": 0.05,
+}
 
 
 def check(ctx: Context) -> Finding | None:
@@ -62,6 +82,10 @@ def check(ctx: Context) -> Finding | None:
     if count:
         ev["instance_count"] = ctx.ev(float(count), "instances", "model config instance_group")
     delay = cfg.max_queue_delay_us if cfg is not None else None
+    if delay:
+        ev["max_queue_delay_ms"] = ctx.ev(
+            ms(delay), "ms", "model config dynamic_batching.max_queue_delay_microseconds", 0.0
+        )
     if delay and f.mean_queue_us is not None:
         match = f.mean_queue_us / delay
         ev["queue_vs_max_delay"] = ctx.ev(
@@ -87,10 +111,10 @@ def check(ctx: Context) -> Finding | None:
     )
     if clients_batch:
         text += " Clients already send batches: try switching server-side dynamic batching off."
-    delay_txt = f" (max_queue_delay {delay / 1000:.0f} ms)" if delay else ""
+    delay_txt = f"; max_queue_delay {microseconds(delay)}" if delay else ""
     summary = (
         f"Requests wait in the dynamic batcher: queue is {f.queue_share:.0%} of request time "
         f"({ms(f.mean_queue_us) or 0:.1f} ms{delay_txt}) while instances are only "
         f"{busy:.0%} busy — batches do not fill at {f.request_rate or 0:.1f} req/s."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, ms
+from tritonguard.core.signatures.context import BESIDE_GATE, GATE, Context, clamp, ms, weigh
 
 CAUSE = "cold_start"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "early_peak_compute_per_exec_ms": GATE,
+    "decay_ratio": GATE,
+    "early_vs_reference": GATE,
+    "early_mean_queue_ms": GATE,
+    "steady_compute_per_exec_ms": BESIDE_GATE,
+    "age_s": 0.5,
+    "has_model_warmup": 0.3,
+    "early_compute_p99_over_p50": 0.05,
+}
 
 
 def check(ctx: Context) -> Finding | None:
@@ -105,4 +116,4 @@ def check(ctx: Context) -> Finding | None:
         f"cold executions ({ms(birth.early_exec_peak_us) or 0:.0f} ms each, {decay:.0f}x the "
         f"{ms(birth.latest_exec_us) or 0:.1f} ms steady state)."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))

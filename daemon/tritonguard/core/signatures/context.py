@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from tritonguard.core.baselines import Baseline
 from tritonguard.core.births import Birth
@@ -39,6 +40,21 @@ class Context:
     ) -> Evidence:
         """Evidence measured over the current window unless told otherwise."""
         return Evidence(value, unit, self.features.window_s if window_s is None else window_s, what)
+
+
+# Evidence weights (``Evidence.weight``): a condition the signature cannot fire without; a
+# number that belongs with such a condition (the configured count next to the busy count);
+# corroborating signs weigh the confidence they can add.
+GATE = 1.0
+BESIDE_GATE = 0.9
+
+
+def weigh(evidence: dict[str, Evidence], weights: Mapping[str, float]) -> dict[str, Evidence]:
+    """Return the evidence with the signature's weights set; names it lacks are ignored."""
+    return {
+        name: replace(e, weight=weights[name]) if name in weights else e
+        for name, e in evidence.items()
+    }
 
 
 def clamp(conf: float) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, symptom_evidence
+from tritonguard.core.signatures.context import GATE, Context, clamp, symptom_evidence, weigh
 
 CAUSE = "cpu_bottleneck"
 
@@ -73,4 +73,14 @@ def check(ctx: Context) -> Finding | None:
         + (f" while the accelerator is {f.gpu_util:.0%} busy" if f.gpu_util is not None else "")
         + "; pre/post-processing or the Python backend starves inference."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    # What decided it, for the order evidence is shown in (Evidence.weight): the saturation
+    # that held is the condition; the others corroborate.
+    weights = {
+        "container_cpu_vs_quota": GATE if own else 0.1,
+        "throttled_ratio": GATE if throttled else 0.15,
+        "host_cpu": GATE if host and not (own or throttled) else 0.05,
+        "gpu_util": 0.1,
+        "load_vs_baseline": 0.1,
+        "compute_vs_baseline": 0.05,
+    }
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, weights), Fix(text, snippet))

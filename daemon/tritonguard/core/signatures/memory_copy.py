@@ -3,9 +3,27 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+from tritonguard.core.signatures.context import (
+    BESIDE_GATE,
+    GATE,
+    Context,
+    clamp,
+    ms,
+    symptom_evidence,
+    weigh,
+)
 
 CAUSE = "memory_copy"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "copy_share_of_compute": GATE,
+    "copy_ms": BESIDE_GATE,
+    "baseline_copy_share": 0.1,
+    "copy_share_of_latency_rise": 0.1,
+    "pcie_bytes_per_inference_vs_baseline": 0.1,
+    "pcie_rx_bps": 0.1,
+    "pcie_tx_bps": 0.1,
+}
 
 
 def check(ctx: Context) -> Finding | None:
@@ -90,7 +108,7 @@ def check(ctx: Context) -> Finding | None:
         + (f", and explains {explains:.0%} of the latency rise" if explains is not None else "")
         + "."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, "", ""))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, "", ""))
 
 
 def _per_inference_ratio(ctx: Context, name: str) -> float | None:

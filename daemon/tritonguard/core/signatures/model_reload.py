@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.reload_signs import COLD_TAIL
-from tritonguard.core.signatures.context import Context, clamp, symptom_evidence
+from tritonguard.core.signatures.context import GATE, Context, clamp, symptom_evidence, weigh
 
 CAUSE = "model_reload"
 
@@ -95,11 +95,20 @@ def check(ctx: Context) -> Finding | None:
         )
         + " at steady traffic."
     )
+    # What decided it, for the order evidence is shown in (Evidence.weight): the periodic
+    # spikes or the repeated reload signs, whichever held.
+    weights = {
+        "spike_period_s": GATE if periodic else 0.2,
+        "spikes": GATE if periodic else 0.2,
+        "spike_period_cv": 0.2,
+        "reload_events": GATE if reloads >= t.reload_min_events else 0.1,
+        "load_vs_baseline": 0.05,
+    }
     return Finding(
         CAUSE,
         ctx.subject,
         clamp(conf),
         summary,
-        ev,
+        weigh(ev, weights),
         Fix(text, "", "--model-control-mode=explicit --repository-poll-secs=0"),
     )

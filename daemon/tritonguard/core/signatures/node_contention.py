@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+from tritonguard.core.signatures.context import GATE, Context, clamp, ms, symptom_evidence, weigh
 
 CAUSE = "node_contention"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "compute_vs_baseline": GATE,
+    "load_vs_baseline": GATE,
+    "node_cpu_busy": 0.35,
+    "host_cpu": 0.2,
+    "triton_cpu_vs_baseline": 0.1,
+    "throttled_ratio": 0.1,
+    "hpa_lag": 0.05,
+}
 
 
 def check(ctx: Context) -> Finding | None:
@@ -75,4 +85,4 @@ def check(ctx: Context) -> Finding | None:
         + (f" while the node is {f.node_cpu_busy:.0%} busy" if f.node_cpu_busy is not None else "")
         + ": other work on the node is taking Triton's resources."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.signatures.context import (
+    GATE,
     Context,
     amplification,
     arrivals_of,
     clamp,
     symptom_evidence,
+    weigh,
 )
 
 CAUSE = "retry_storm"
@@ -92,4 +94,17 @@ def check(ctx: Context) -> Finding | None:
             "work, longer than clients wait: abandoned requests are re-sent and amplify the "
             "overload."
         )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    # What decided it, for the order evidence is shown in (Evidence.weight): the timeout share
+    # that crossed the bar (the worst one), else the amplification that stood in for it.
+    weights = {
+        **{
+            f"{name}_share": GATE if counted and share == worst else 0.0 for name, share in timeouts
+        },
+        "arrivals_vs_served": GATE if inferred else 0.15,
+        "backlog_s": GATE if inferred else 0.05,
+        "arrivals_vs_baseline": 0.15,
+        "pending": 0.1,
+        "ingress_vs_baseline": 0.1,
+        "rejected_rate": 0.05,
+    }
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, weights), Fix(text, snippet))

@@ -5,9 +5,28 @@ from __future__ import annotations
 import math
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, amplification, clamp, ms, symptom_evidence
+from tritonguard.core.signatures.context import (
+    BESIDE_GATE,
+    GATE,
+    Context,
+    amplification,
+    clamp,
+    ms,
+    symptom_evidence,
+    weigh,
+)
 
 CAUSE = "too_few_instances"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "busy_instances": GATE,
+    "instance_count": BESIDE_GATE,
+    "queue_share": GATE,
+    "pending": 0.1,
+    "gpu_util": 0.1,
+    "load_vs_baseline": 0.1,
+    "compute_vs_baseline": 0.05,
+}
 
 
 def saturated(busy: float, count: int | None, threshold: float) -> bool:
@@ -72,4 +91,4 @@ def check(ctx: Context) -> Finding | None:
         f"queue for {ms(f.mean_queue_us) or 0:.1f} ms ({f.queue_share:.0%} of request time) at "
         f"{f.request_rate or 0:.1f} req/s: not enough instances for the load."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))

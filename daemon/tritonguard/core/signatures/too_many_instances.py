@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import Context, clamp, ms, symptom_evidence
+from tritonguard.core.signatures.context import (
+    BESIDE_GATE,
+    GATE,
+    Context,
+    clamp,
+    ms,
+    symptom_evidence,
+    weigh,
+)
 
 CAUSE = "too_many_instances"
+# What decided it, for the order evidence is shown in (Evidence.weight).
+WEIGHTS = {
+    "compute_vs_baseline": GATE,
+    "busy_instances": GATE,
+    "instance_count": BESIDE_GATE,
+    "concurrency_vs_baseline": 0.15,
+    "gpu_util": 0.15,
+    "throughput_vs_baseline": 0.1,
+}
 
 
 def check(ctx: Context) -> Finding | None:
@@ -67,4 +84,4 @@ def check(ctx: Context) -> Finding | None:
         f"baseline compute ({ms(f.compute_per_inference_us) or 0:.1f} ms) with no more throughput: "
         "instances are fighting over the accelerator."
     )
-    return Finding(CAUSE, ctx.subject, clamp(conf), summary, ev, Fix(text, snippet))
+    return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))
