@@ -250,9 +250,16 @@ class TritonServer:
         )
 
     def is_ready(self) -> bool:
-        """Return True when the server answers ``/v2/health/ready`` with 200."""
+        """Return True when ``/v2/health/ready`` answers 200 and the metrics endpoint answers.
+
+        Triton opens its metrics port after the HTTP endpoint: on a busy machine a scrape
+        right after "ready" can find nothing listening yet.
+        """
         try:
             with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as resp:
+                if resp.status != 200:
+                    return False
+            with urllib.request.urlopen(self.metrics_url, timeout=2) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
