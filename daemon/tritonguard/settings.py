@@ -29,7 +29,11 @@ from pydantic_settings import (
 )
 
 from tritonguard.core.engine import EngineConfig
+from tritonguard.core.incident_links import LinkSettings
 from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
+from tritonguard.core.severity import SeverityRules
+from tritonguard.core.slack_routing import SlackRoute
+from tritonguard.core.slack_templates import SlackTemplates
 from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.core.urls import redact_text, split_userinfo
@@ -143,14 +147,59 @@ class TargetSettings(BaseModel):
         return f"{parts.hostname}:{port}"
 
 
+class SlackOutboxSettings(BaseModel):
+    """How the Slack outbox retries: doubling waits, and when a message is given up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retry_initial_s: float = Field(default=1.0, gt=0)
+    retry_max_s: float = Field(default=60.0, gt=0)
+    give_up_after_s: float = Field(
+        default=6 * 3600.0, gt=0, description="A message still undelivered this long is dropped."
+    )
+
+
+class SlackApprovalSettings(BaseModel):
+    """Approvals of playbook steps in Slack (buttons, received over Socket Mode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = Field(
+        default=900.0, gt=0, description="An approval nobody gave in this time expires."
+    )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Who may approve a step that names nobody: user IDs (U…) or groups (S…).",
+    )
+
+
 class SlackSettings(BaseModel):
-    """Where diagnoses are posted."""
+    """Where diagnoses are posted, how the threads look, and how they are delivered.
+
+    Without ``token`` every message goes to the console and the structured log instead.
+    ``app_token`` (``xapp-…``) turns on Socket Mode for the approval buttons.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     token: SecretStr | None = None
+    app_token: SecretStr | None = None
     channel: str | None = None
     base_url: str = "https://slack.com/api/"
+    routes: list[SlackRoute] = Field(
+        default_factory=list,
+        description="First match wins: a channel and mentions per namespace, model or severity.",
+    )
+    mentions: list[str] = Field(
+        default_factory=list, description="Mentioned in every root no route gives mentions to."
+    )
+    links: LinkSettings = Field(default_factory=LinkSettings)
+    templates: SlackTemplates = Field(default_factory=SlackTemplates)
+    severity: SeverityRules = Field(default_factory=SeverityRules)
+    outbox: SlackOutboxSettings = Field(default_factory=SlackOutboxSettings)
+    approvals: SlackApprovalSettings = Field(default_factory=SlackApprovalSettings)
+    charts: bool = Field(default=True, description="Upload a chart into each thread.")
+    chart_minutes: float = Field(default=10.0, gt=0, description="How much history a chart shows.")
 
 
 class ApiSettings(BaseModel):

@@ -12,6 +12,7 @@ import pytest
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, handle, stage
+from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
@@ -169,8 +170,12 @@ async def test_only_the_leader_acts_and_the_follower_audits_why(
 ) -> None:
     """Both replicas diagnose the same incident; only the lease holder scales and posts."""
     a, b = pair
+    threads = [attach(a.playbooks, fake_slack), attach(b.playbooks, fake_slack)]
     ran = await handle(a.playbooks, opened())
     skipped = await handle(b.playbooks, opened())
+    for t in threads:
+        await t.worker.drain()
+        await t.close()
     assert [(r.action, r.status) for r in ran] == [
         ("kubernetes.scale", "ran"),
         ("slack.post", "ran"),
@@ -188,6 +193,7 @@ async def test_takeover_inherits_the_cooldown_so_the_scale_is_not_repeated(
 ) -> None:
     """The leader scales and then dies; the next leader sees the run and its cooldown holds."""
     a, b = pair
+    threads = [attach(a.playbooks, fake_slack), attach(b.playbooks, fake_slack)]
     await handle(a.playbooks, opened())
     assert await a.elector.step()  # the renewal publishes the run
     lease = api.get_object("Lease", NS, LEASE)
@@ -201,6 +207,9 @@ async def test_takeover_inherits_the_cooldown_so_the_scale_is_not_repeated(
     records = await handle(b.playbooks, opened())
     assert [(r.status, r.guard) for r in records] == [("skipped", "cooldown")]
     assert replicas_of_triton(api) == 3  # scaled once, not twice
+    for t in threads:
+        await t.worker.drain()
+        await t.close()
     assert len(fake_slack.messages_in("#tritonguard-alerts")) == 1
     # a comes back: its deadline passed, the lease is b's, and a does not act.
     a.clock.now += 16

@@ -11,6 +11,7 @@ from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, handle, stage
+from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
@@ -81,6 +82,7 @@ async def test_default_cpu_playbook_scales_the_owning_deployment_and_posts(
         for b in load_playbook_files([PLAYBOOKS / "cpu_bottleneck.yaml"])
     ]
     on = stage(books, AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, slack))
+    threads = attach(on, slack)
     records = await handle(on, incident())
     assert [(r.action, r.status) for r in records] == [
         ("slack.post", "ran"),
@@ -88,8 +90,12 @@ async def test_default_cpu_playbook_scales_the_owning_deployment_and_posts(
     ]
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 3
-    posted = slack.messages_in("#tritonguard-alerts")
-    assert len(posted) == 1 and "cpu_bottleneck on prod/resnet" in posted[0].text
+    await threads.worker.drain()
+    [root] = slack.roots_in("#tritonguard-alerts")
+    assert "cpu_bottleneck on prod/resnet" in root.text
+    [scaled] = slack.thread_of(root)
+    assert "`kubernetes.scale`" in scaled.text and "replicas 2 → 3" in scaled.text
+    await threads.close()
 
 
 async def test_scale_through_an_hpa_raises_min_replicas(kube: FakeKube) -> None:
@@ -158,6 +164,7 @@ escalate:
         settings=GuardSettings(dry_run=False),
         env=env(kube, slack, sleep=sleep, features=StaticFeatures(0.95)),
     )
+    threads = attach(on, slack)
     records = await handle(on, incident())
     assert [(r.action, r.status) for r in records] == [
         ("kubernetes.scale", "ran"),
@@ -168,7 +175,10 @@ escalate:
     assert waited == [60.0]
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 2
-    assert "did not help" in slack.messages_in("#tritonguard-alerts")[-1].text
+    await threads.worker.drain()
+    [root] = slack.roots_in("#tritonguard-alerts")
+    assert "did not help" in str(root.blocks)
+    await threads.close()
 
 
 async def test_stale_data_blocks_every_action(kube: FakeKube) -> None:
@@ -245,8 +255,11 @@ steps:
     on = stage(
         [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(None, slack)
     )
+    threads = attach(on, slack)
     records = await handle(on, ev)
     assert [r.status for r in records] == ["ran"], records
+    await threads.worker.drain()
+    await threads.close()
     [posted] = slack.messages_in("#tritonguard-alerts")
     fields = next(b["fields"] for b in posted.blocks if "fields" in b)
     texts = [f["text"] for f in fields]

@@ -11,6 +11,7 @@ import pytest
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, incident, stage
+from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
@@ -123,6 +124,7 @@ async def test_a_stop_mid_verify_is_recorded_and_the_next_start_rolls_back_a_fai
     await stop_mid_verify(first)
     assert replicas(kube) == 3
     again = replica(db, kube, fake_slack, features=StaticFeatures(0.95), clock=clock)
+    threads = attach(again, fake_slack, "#ml-oncall")
     assert trail(again) == [("kubernetes.scale", "ran"), ("verify", "cancelled")]
     assert "resumes it" in again.store.decisions()[-1].reason
     clock.now = T0 + 30
@@ -136,7 +138,9 @@ async def test_a_stop_mid_verify_is_recorded_and_the_next_start_rolls_back_a_fai
     ]
     assert "resumed after a restart" in records[0].reason
     assert replicas(kube) == 2
-    assert "did not help" in fake_slack.messages_in("#ml-oncall")[-1].text
+    await threads.worker.drain()
+    await threads.close()
+    assert "did not help" in str(fake_slack.roots_in("#ml-oncall")[-1].blocks)
     assert await resumed(again, T0 + 120) == []  # judged once
 
 

@@ -1,4 +1,12 @@
-"""``slack.post``: post a short diagnosis of the incident to a Slack channel."""
+"""``slack.post``: put the incident in its Slack thread, with the playbook's own words.
+
+The first ``slack.post`` of an incident opens its thread (the root message with the whole
+diagnosis); later ones are replies. The action itself sends nothing: it renders the text into
+the audit record, and the daemon's thread planner (``core.slack_thread``) hands the message to
+the persisted outbox, which delivers it once, retrying through Slack outages. So a post never
+fails or holds up a remediation, and in dry-run, where nothing on a server changes, the
+thread still tells on-call what would be done.
+"""
 
 from __future__ import annotations
 
@@ -6,50 +14,32 @@ from typing import Any
 
 from pydantic import Field
 
-from tritonguard.actions.registry import (
-    ActionContext,
-    ActionFailed,
-    ActionParams,
-    ActionResult,
-    action,
-)
-from tritonguard.core.severity import severity
-from tritonguard.core.slack_message import ThreadView, root_message
+from tritonguard.actions.registry import ActionContext, ActionParams, ActionResult, action
 
 
 class SlackPostParams(ActionParams):
     """Text may use templates (``{{ model }}``, ``{{ evidence.queue_share }}``...)."""
 
-    channel: str | None = Field(None, description="default: the daemon's configured channel")
-    text: str | None = Field(None, description="default: the incident's summary and fix")
+    channel: str | None = Field(
+        None, description="default: the channel the routes (or slack.channel) give the incident"
+    )
+    text: str | None = Field(
+        None, description="the playbook's words; the root always carries the whole diagnosis"
+    )
 
 
-def diagnosis(ctx: ActionContext, text: str | None) -> tuple[str, list[dict[str, Any]]]:
-    """Return (fallback text, Block Kit blocks) for the incident in ``ctx``.
-
-    The incident's message (``core.slack_message``): header with severity, cause and subject,
-    where the time goes, the deciding evidence with units, the fix and the playbook's text.
-    """
-    ev = ctx.event
-    notes = ((ctx.playbook, text),) if text else ()
-    message = root_message(ThreadView(ev, severity(ev), notes=notes))
-    return (f"{text}\n{message.text}" if text else message.text), message.blocks
+def _detail(ctx: ActionContext, params: SlackPostParams) -> dict[str, Any]:
+    detail: dict[str, Any] = {"note": params.text or "", "thread": ctx.event.incident_id}
+    if params.channel:
+        detail["channel"] = params.channel
+    return detail
 
 
 async def _plan(ctx: ActionContext, params: SlackPostParams) -> dict[str, Any]:
-    text, _ = diagnosis(ctx, params.text)
-    return {"channel": params.channel or ctx.slack_channel, "text": text}
+    return _detail(ctx, params)
 
 
 @action("slack.post", SlackPostParams, kind="notify", plan=_plan)
 async def slack_post(ctx: ActionContext, params: SlackPostParams) -> ActionResult:
-    """Post the diagnosis (cause, subject, summary, fix) to Slack."""
-    if ctx.slack is None:
-        raise ActionFailed("no Slack notifier configured")
-    channel = params.channel or ctx.slack_channel
-    text, blocks = diagnosis(ctx, params.text)
-    try:
-        await ctx.slack.post(channel, text, blocks)
-    except Exception as exc:  # the Slack client raises its own typed error; keep one line
-        raise ActionFailed(f"slack: {exc}") from None
-    return ActionResult(detail={"channel": channel})
+    """Post into the incident's Slack thread (the diagnosis, the fix, the playbook's text)."""
+    return ActionResult(detail=_detail(ctx, params))

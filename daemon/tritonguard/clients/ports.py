@@ -139,6 +139,7 @@ class SlackApi(Protocol):
         blocks: Sequence[Mapping[str, Any]] | None = None,
         *,
         thread_ts: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> PostedMessage:
         """Post a message and return where it landed."""
         ...
@@ -148,6 +149,35 @@ class SlackApi(Protocol):
         message: PostedMessage,
         text: str,
         blocks: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
     ) -> PostedMessage:
         """Replace a posted message's text and blocks."""
+        ...
+
+    async def channel_id(self, ref: str) -> str:
+        """Return the ID of a channel given by ID or name."""
+        ...
+
+    async def history(
+        self, channel: str, *, oldest: float | None = None, thread_ts: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Return recent messages of a channel, or of a thread, with their metadata."""
+        ...
+
+    async def upload(
+        self,
+        channel: str,
+        thread_ts: str,
+        content: bytes,
+        *,
+        filename: str,
+        title: str,
+        comment: str = "",
+    ) -> str:
+        """Upload a file into a thread; return its ID."""
+        ...
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        """Return the user IDs of a user group."""
         ...

@@ -71,10 +71,23 @@ _ERROR_KINDS: dict[str, SlackErrorKind] = {
 class SlackError(Exception):
     """A Slack call failed; ``str()`` is one line naming the call and the reason."""
 
-    def __init__(self, kind: SlackErrorKind, message: str, error: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: SlackErrorKind,
+        message: str,
+        error: str | None = None,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind: SlackErrorKind = kind
         self.error = error
+        self.retry_after_s = retry_after_s
+
+    @property
+    def ambiguous(self) -> bool:
+        """Whether Slack may have done it anyway: the answer was lost, not a refusal."""
+        return self.kind in ("down", "timeout", "server", "unknown")
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -229,9 +242,9 @@ def translate_error(exc: BaseException, what: str) -> SlackError:
             after = "" if asked is None else f", Retry-After {asked:g} s"
             return SlackError(
                 "rate_limited",
-                f"{what}: rate limited by Slack (HTTP 429{after}); not waiting longer, so the "
-                "playbook goes on",
+                f"{what}: rate limited by Slack (HTTP 429{after})",
                 str(error or "ratelimited"),
+                retry_after_s=asked,
             )
         if error:
             details = data.get("errors") if isinstance(data, dict) else None
@@ -267,12 +280,19 @@ class SlackNotifier(SlackApi):
         timeout_s: float = 10.0,
         rate_limit_retries: int = 2,
         max_rate_limit_wait_s: float = DEFAULT_MAX_RATE_LIMIT_WAIT_S,
+        retries: bool = True,
     ) -> None:
-        handlers = [
-            AsyncConnectionErrorRetryHandler(max_retry_count=1),
-            _RateLimitWithinBudget(rate_limit_retries, max_rate_limit_wait_s),
-            AsyncServerErrorRetryHandler(max_retry_count=1),
-        ]
+        # The outbox retries itself (``retries=False``): it checks whether a post whose answer
+        # was lost landed before it posts again, which a blind retry in the SDK cannot.
+        handlers = (
+            [
+                AsyncConnectionErrorRetryHandler(max_retry_count=1),
+                _RateLimitWithinBudget(rate_limit_retries, max_rate_limit_wait_s),
+                AsyncServerErrorRetryHandler(max_retry_count=1),
+            ]
+            if retries
+            else []
+        )
         kwargs: dict[str, Any] = {"token": token, "timeout": timeout_s, "retry_handlers": handlers}
         if base_url is not None:
             kwargs["base_url"] = base_url
@@ -294,8 +314,13 @@ class SlackNotifier(SlackApi):
         blocks: Sequence[Mapping[str, Any]] | None = None,
         *,
         thread_ts: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> PostedMessage:
-        """Post a message (shortened to fit Slack's limits) and return where it landed."""
+        """Post a message (shortened to fit Slack's limits) and return where it landed.
+
+        ``metadata`` is Slack message metadata (``event_type``, ``event_payload``): it is how
+        tritonguard finds its own messages again.
+        """
         what = f"chat.postMessage to {channel}"
         try:
             resp = await self.client.chat_postMessage(
@@ -303,6 +328,7 @@ class SlackNotifier(SlackApi):
                 text=fit_text(text),
                 blocks=fit_blocks(blocks) if blocks else None,
                 thread_ts=thread_ts,
+                metadata=dict(metadata) if metadata else None,
             )
         except Exception as exc:
             raise translate_error(exc, what) from exc
@@ -313,6 +339,8 @@ class SlackNotifier(SlackApi):
         message: PostedMessage,
         text: str,
         blocks: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
     ) -> PostedMessage:
         """Replace a posted message's text and blocks (e.g. when an incident resolves)."""
         what = f"chat.update of {message.ts} in {message.channel}"
@@ -322,7 +350,92 @@ class SlackNotifier(SlackApi):
                 ts=message.ts,
                 text=fit_text(text),
                 blocks=fit_blocks(blocks) if blocks else None,
+                metadata=dict(metadata) if metadata else None,
             )
         except Exception as exc:
             raise translate_error(exc, what) from exc
         return PostedMessage(ts=str(resp.get("ts")), channel=str(resp.get("channel")))
+
+    async def channel_id(self, ref: str) -> str:
+        """Return the ID of a channel given by ID or (``#``)name (``conversations.list``)."""
+        name = ref.removeprefix("#")
+        if name[:1] in ("C", "G", "D") and name.isupper() and name.isalnum():
+            return name
+        cursor = ""
+        while True:
+            try:
+                resp = await self.client.conversations_list(
+                    cursor=cursor or None, limit=200, types="public_channel,private_channel"
+                )
+            except Exception as exc:
+                raise translate_error(exc, "conversations.list") from exc
+            for ch in resp.get("channels") or []:
+                if ch.get("name") == name:
+                    return str(ch["id"])
+            cursor = str((resp.get("response_metadata") or {}).get("next_cursor") or "")
+            if not cursor:
+                raise SlackError("channel", f"conversations.list: no channel named {ref}")
+
+    async def history(
+        self, channel: str, *, oldest: float | None = None, thread_ts: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Return a channel's messages since ``oldest`` (or a thread's), with their metadata.
+
+        At most a few hundred: enough to find a message tritonguard posted minutes ago.
+        """
+        what = f"conversations.{'replies' if thread_ts else 'history'} of {channel}"
+        try:
+            if thread_ts:
+                resp = await self.client.conversations_replies(
+                    channel=channel, ts=thread_ts, limit=200, include_all_metadata=True
+                )
+            else:
+                resp = await self.client.conversations_history(
+                    channel=channel,
+                    oldest=f"{oldest:.6f}" if oldest is not None else None,
+                    limit=200,
+                    include_all_metadata=True,
+                )
+        except Exception as exc:
+            raise translate_error(exc, what) from exc
+        return [dict(m) for m in resp.get("messages") or []]
+
+    async def upload(
+        self,
+        channel: str,
+        thread_ts: str,
+        content: bytes,
+        *,
+        filename: str,
+        title: str,
+        comment: str = "",
+    ) -> str:
+        """Upload a file into a thread (``files_upload_v2``); return the file's ID."""
+        what = f"files upload of {filename} to {channel}"
+        try:
+            resp = await self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                content=content,
+                filename=filename,
+                title=title,
+                initial_comment=comment or None,
+            )
+        except Exception as exc:
+            raise translate_error(exc, what) from exc
+        file = resp.get("file") or {}
+        return str(file.get("id", ""))
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        """Return the user IDs in a user group (``usergroups.users.list``)."""
+        try:
+            resp = await self.client.usergroups_users_list(usergroup=group)
+        except Exception as exc:
+            raise translate_error(exc, f"usergroups.users.list of {group}") from exc
+        return frozenset(str(u) for u in resp.get("users") or [])
+
+    async def close(self) -> None:
+        """Close the client's HTTP session, if it opened one."""
+        session = getattr(self.client, "session", None)
+        if session is not None and not session.closed:
+            await session.close()

@@ -292,12 +292,17 @@ def _changes(detail: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     changes = [c for c in detail.get("changes") or [] if isinstance(c, Mapping)]
     if changes:
         # A block added whole (model_warmup[0] and its fields) reads as one addition.
+        heads: dict[str, int] = {}
+        for c in changes:
+            if c.get("old") is None:
+                head = str(c.get("path")).partition(".")[0]
+                heads[head] = heads.get(head, 0) + 1
         added: dict[str, list[str]] = {}
         parts: list[str] = []
         for c in changes:
             path = str(c.get("path"))
             head, _, rest = path.partition(".")
-            if c.get("old") is None and rest:
+            if c.get("old") is None and rest and heads.get(head, 0) >= 3:
                 added.setdefault(head, []).append(f"{rest} {_plain(c.get('new'))}")
             else:
                 parts.append(f"`{path}` {_plain(c.get('old'))} → {_plain(c.get('new'))}")

@@ -19,7 +19,6 @@ from typing import Any
 
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.ports import TritonApi
-from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.clients.triton_api import TritonClient
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
@@ -37,6 +36,7 @@ from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
 from tritonguard.runtime.playbook_reloader import PlaybookReloader, ReloadState
 from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.runtime.slack_threads import SlackThreads, build_threads, incident_from_row
 from tritonguard.settings import Settings
 
 DEFAULT_SLACK_CHANNEL = "#tritonguard"
@@ -109,8 +109,10 @@ class PlaybookService:
         reloader: PlaybookReloader | None = None,
         closers: Iterable[Callable[[], Any]] = (),
         on_change: Callable[[], None] | None = None,
+        threads: SlackThreads | None = None,
     ) -> None:
         self.stage = stage
+        self.threads = threads
         self.reloader = reloader
         self.alerts = alerts or AlertBook()
         self.recorder = recorder
@@ -152,6 +154,8 @@ class PlaybookService:
     def background(self) -> dict[str, Callable[[], Awaitable[None]]]:
         """Return the long-running tasks the daemon must supervise (election, reloading)."""
         tasks: dict[str, Callable[[], Awaitable[None]]] = {}
+        if self.threads is not None:
+            tasks["slack-outbox"] = self.threads.run
         if self.elector is not None:
             tasks["leader-election"] = self.elector.run
         if self.reloader is not None:
@@ -180,6 +184,8 @@ class PlaybookService:
         """Capture incidents for the flight recorder and start the evaluation's playbook work."""
         for event in events:
             self._capture(event)
+        if self.threads is not None:
+            self.threads.observe_events(events)
         self.stage.step(events, now)
 
     def _capture(self, event: IncidentEvent) -> None:
@@ -208,6 +214,8 @@ class PlaybookService:
                 reason=r.reason,
             )
             changed = changed or (r.status in ("ran", "rolled_back") and not r.dry_run)
+        if self.threads is not None:
+            self.threads.observe_records(records)
         for observe in self._observers:
             observe(records)
         if changed and self.on_change is not None:
@@ -232,6 +240,9 @@ class PlaybookService:
                 self.recorder.flush()
         if self.elector is not None:
             await self.elector.release()
+        if self.threads is not None:
+            await self.threads.drain()
+            await self.threads.close()
         for closer in self._closers:
             result = closer()
             if asyncio.iscoroutine(result):
@@ -282,11 +293,6 @@ def build_service(
             kubeconfig=str(k.kubeconfig) if k.kubeconfig is not None else None
         )
         closers.append(kube.close)
-    slack: SlackNotifier | None = None
-    if settings.slack.token is not None:
-        slack = SlackNotifier(
-            settings.slack.token.get_secret_value(), base_url=settings.slack.base_url
-        )
     if alerts is None:
         alerts = AlertBook(
             clock=clock,
@@ -296,7 +302,6 @@ def build_service(
     env = ExecutorEnv(
         triton_for=tritons.for_subject,
         kube=kube,
-        slack=slack,
         slack_channel=settings.slack.channel or DEFAULT_SLACK_CHANNEL,
         features=engine,
         clock=clock,
@@ -335,6 +340,17 @@ def build_service(
         store,
         max_bytes=settings.recorder_budget_bytes(),
     )
+    threads = build_threads(
+        settings,
+        clock=clock,
+        incident=lambda incident_id: (
+            next(
+                (e for e in engine.announced_incidents() if e.incident_id == incident_id),
+                None,
+            )
+            or incident_from_row(store.incident(incident_id))
+        ),
+    )
     return PlaybookService(
         stage,
         alerts=alerts,
@@ -343,4 +359,5 @@ def build_service(
         reloader=reloader,
         closers=closers,
         on_change=on_change,
+        threads=threads,
     )

@@ -1,0 +1,309 @@
+"""One Slack thread per incident, pure: which messages to post, update and upload, in order.
+
+The planner sees every incident transition and every audit record. The first ``slack.post``
+of an incident (ran, or planned in dry-run: a message changes nothing on a server) opens the
+thread with its root; from then on each step's result, verification, rollback, a playbook's
+further ``slack.post`` texts, approvals and the resolution are replies, and the root is
+updated in place to the incident as it stands. It returns :class:`Outgoing` items, each with a
+key unique to that message, which the delivery (the outbox) uses to post each one once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.incident_links import LinkSettings, links
+from tritonguard.core.severity import Severity, SeverityRules, severity
+from tritonguard.core.slack_message import (
+    ApprovalView,
+    Message,
+    ThreadView,
+    approval_decision_reply,
+    approval_request_reply,
+    chart_comment,
+    note_reply,
+    record_reply,
+    resolution_reply,
+    root_message,
+)
+from tritonguard.core.slack_routing import SlackRoute, route
+from tritonguard.core.slack_templates import SlackTemplates
+
+Kind = Literal["post_root", "update_root", "reply", "upload"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One Slack call to make for a thread; ``key`` makes it idempotent."""
+
+    key: str
+    thread: str
+    kind: Kind
+    channel: str
+    message: Message | None = None
+    # For an upload: where the file is, its name and title.
+    file: dict[str, str] | None = None
+    # What a root carries so another replica (or a restart) can find the thread again.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the JSON form (the outbox row, ``replay --format slack``)."""
+        return {
+            "key": self.key,
+            "thread": self.thread,
+            "kind": self.kind,
+            "channel": self.channel,
+            "message": None if self.message is None else self.message.as_dict(),
+            "file": self.file,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outgoing:
+        """Read the JSON form back."""
+        m = data.get("message")
+        return cls(
+            key=str(data["key"]),
+            thread=str(data["thread"]),
+            kind=data["kind"],
+            channel=str(data["channel"]),
+            message=None if m is None else Message(str(m["text"]), list(m["blocks"])),
+            file=data.get("file"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSettings:
+    """What shapes the threads: default channel, routes, mentions, links, templates."""
+
+    channel: str = "#tritonguard"
+    routes: tuple[SlackRoute, ...] = ()
+    mentions: tuple[str, ...] = ()
+    links: LinkSettings = field(default_factory=LinkSettings)
+    templates: SlackTemplates = field(default_factory=SlackTemplates)
+    severity: SeverityRules = field(default_factory=SeverityRules)
+
+
+def thread_identity(event: IncidentEvent) -> dict[str, Any]:
+    """Return what identifies an incident's thread across replicas and restarts.
+
+    Incident ids are made where the incident opened, so another replica's differ; the cause
+    and subject do not, and at most one incident per subject is open at a time.
+    """
+    s = event.subject
+    return {
+        "cause": event.cause,
+        "subject": s.key(),
+        "opened_at": round(event.opened_at, 3),
+    }
+
+
+@dataclass(slots=True)
+class _Thread:
+    incident: IncidentEvent
+    severity: Severity
+    started: bool = False
+    channel: str = ""
+    mentions: tuple[str, ...] = ()
+    records: list[ActionRecord] = field(default_factory=list)
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    approvals: dict[str, ApprovalView] = field(default_factory=dict)
+    resolution: IncidentEvent | None = None
+    seq: int = 0
+    chart_posted: bool = False
+
+
+ChartMaker = Callable[[IncidentEvent, list[ActionRecord], str], dict[str, str] | None]
+
+
+class ThreadPlanner:
+    """Turns incident transitions and audit records into the Slack calls of each thread.
+
+    ``chart`` (optional) renders the incident's chart when the thread opens and when it
+    resolves; it returns the file to upload (``path``, ``filename``, ``title``) or None.
+    """
+
+    def __init__(self, settings: ThreadSettings | None = None, chart: ChartMaker | None = None):
+        self.settings = settings or ThreadSettings()
+        self.chart = chart
+        self._threads: dict[str, _Thread] = {}
+
+    def threads(self) -> list[str]:
+        """Incident ids with a thread open (started or not yet)."""
+        return list(self._threads)
+
+    def view(self, incident_id: str) -> ThreadView | None:
+        """Return what the incident's thread shows now, or None if there is none."""
+        th = self._threads.get(incident_id)
+        return None if th is None else self._view(th)
+
+    def _view(self, th: _Thread) -> ThreadView:
+        s = self.settings
+        until = th.resolution.at if th.resolution is not None else None
+        return ThreadView(
+            incident=th.incident,
+            severity=th.severity,
+            records=tuple(th.records),
+            approvals=tuple(th.approvals.values()),
+            resolution=th.resolution,
+            links=tuple(links(th.incident, s.links, until)),
+            mentions=th.mentions,
+            notes=tuple(th.notes),
+            templates=s.templates,
+        )
+
+    def _key(self, th: _Thread, kind: str) -> str:
+        th.seq += 1
+        return f"{th.incident.incident_id}:{th.seq:04d}:{kind}"
+
+    # ---- inputs -------------------------------------------------------------------------------
+    def on_event(self, event: IncidentEvent) -> list[Outgoing]:
+        """Take an incident transition; return the calls it causes."""
+        th = self._threads.get(event.incident_id)
+        if event.event == "resolved":
+            if th is None:
+                return []
+            th.resolution = event
+            out: list[Outgoing] = []
+            if th.started:
+                out.append(self._reply(th, resolution_reply(self._view(th))))
+                out.extend(self._chart(th, "resolved"))
+                out.append(self._update(th))
+            del self._threads[event.incident_id]
+            return out
+        sev = severity(event, self.settings.severity)
+        if th is None:
+            self._threads[event.incident_id] = _Thread(event, sev)
+            return []
+        th.incident, th.severity = event, sev
+        return [self._update(th)] if th.started else []
+
+    def on_record(self, rec: ActionRecord, incident: IncidentEvent | None = None) -> list[Outgoing]:
+        """Take one audit record of the incident's playbooks; return the calls it causes.
+
+        ``incident`` stands in when the record's incident was not seen opening (a resumed
+        verification after a restart); without either the record is ignored.
+        """
+        th = self._threads.get(rec.incident_id)
+        if th is None:
+            if incident is None:
+                return []
+            th = self._threads[rec.incident_id] = _Thread(
+                incident, severity(incident, self.settings.severity)
+            )
+        if rec.action == "slack.post" and rec.status in ("ran", "planned"):
+            text = str(rec.detail.get("note") or rec.params.get("text") or "").strip()
+            th.records.append(rec)
+            if not th.started:
+                return self._start(th, rec, text)
+            return [self._reply(th, note_reply(rec.playbook, text or th.incident.summary, rec.at))]
+        th.records.append(rec)
+        if not th.started:
+            return []
+        return [self._reply(th, record_reply(rec)), self._update(th)]
+
+    def on_approval(self, incident_id: str, approval: ApprovalView) -> list[Outgoing]:
+        """Take an approval asked for or decided; return the calls it causes."""
+        th = self._threads.get(incident_id)
+        if th is None:
+            return []
+        known = approval.approval_id in th.approvals
+        th.approvals[approval.approval_id] = approval
+        if not th.started:
+            return []
+        if approval.state == "pending" and not known:
+            return [self._reply(th, approval_request_reply(approval)), self._update(th)]
+        return [self._reply(th, approval_decision_reply(approval)), self._update(th)]
+
+    # ---- the calls ------------------------------------------------------------------------------
+    def _start(self, th: _Thread, rec: ActionRecord, text: str) -> list[Outgoing]:
+        s = self.settings
+        channel = rec.params.get("channel") if isinstance(rec.params.get("channel"), str) else None
+        r = route(
+            list(s.routes),
+            th.incident.subject,
+            th.severity,
+            default_channel=s.channel,
+            default_mentions=s.mentions,
+            channel=channel,
+        )
+        th.channel, th.mentions, th.started = r.channel, r.mentions, True
+        note = text.replace(th.incident.summary, "").strip()
+        if note:
+            th.notes.append((rec.playbook, note))
+        meta = {"incident_id": th.incident.incident_id, **thread_identity(th.incident)}
+        root = Outgoing(
+            self._key(th, "root"),
+            th.incident.incident_id,
+            "post_root",
+            th.channel,
+            root_message(self._view(th), rec.at),
+            metadata=meta,
+        )
+        out = [root]
+        pending = [a for a in th.approvals.values() if a.state == "pending"]
+        out.extend(self._reply(th, approval_request_reply(a)) for a in pending)
+        out.extend(self._chart(th, "opened"))
+        return out
+
+    def _update(self, th: _Thread) -> Outgoing:
+        at = th.resolution.at if th.resolution is not None else th.incident.at
+        meta = {
+            "incident_id": th.incident.incident_id,
+            **thread_identity(th.incident),
+            "state": "resolved" if th.resolution is not None else "open",
+        }
+        return Outgoing(
+            self._key(th, "update"),
+            th.incident.incident_id,
+            "update_root",
+            th.channel,
+            root_message(self._view(th), at),
+            metadata=meta,
+        )
+
+    def _reply(self, th: _Thread, message: Message) -> Outgoing:
+        return Outgoing(
+            self._key(th, "reply"),
+            th.incident.incident_id,
+            "reply",
+            th.channel,
+            message,
+            metadata={"incident_id": th.incident.incident_id},
+        )
+
+    def _chart(self, th: _Thread, when: str) -> list[Outgoing]:
+        if self.chart is None:
+            return []
+        made = self.chart(th.incident, list(th.records), when)
+        if made is None:
+            return []
+        view = self._view(th)
+        comment = chart_comment(view) + (" — how it ended" if when == "resolved" else "")
+        return [
+            Outgoing(
+                self._key(th, "chart"),
+                th.incident.incident_id,
+                "upload",
+                th.channel,
+                Message(comment, []),
+                file=made,
+                metadata={"incident_id": th.incident.incident_id},
+            )
+        ]
+
+
+def short_key(key: str) -> str:
+    """Return a short, stable digest of a message key (Slack metadata values stay small)."""
+    return hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+def with_channel(item: Outgoing, channel: str) -> Outgoing:
+    """Return the item addressed to ``channel`` (the ID Slack answered with)."""
+    return replace(item, channel=channel)

@@ -1,0 +1,161 @@
+"""The incident threads as the daemon runs them: plan, persist in the outbox, deliver.
+
+:class:`SlackThreads` hears every incident transition and every audit record, asks the pure
+planner (``core.slack_thread``) which Slack calls they make, writes those to the outbox at
+once and lets the worker deliver them. With a token the worker talks to Slack; without one,
+to the console and the structured log, through the same outbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.slack_message import ApprovalView, ThreadView
+from tritonguard.core.slack_thread import ChartMaker, Outgoing, ThreadPlanner, ThreadSettings
+from tritonguard.logs import get_logger
+from tritonguard.runtime.slack_outbox import Backoff, OutboxWorker, SlackOutbox, Transport
+from tritonguard.runtime.slack_transport import ConsoleTransport, SlackTransport
+from tritonguard.settings import Settings
+
+DEFAULT_CHANNEL = "#tritonguard"
+
+
+def thread_settings(settings: Settings) -> ThreadSettings:
+    """Return the planner's settings from the daemon's."""
+    s = settings.slack
+    return ThreadSettings(
+        channel=s.channel or DEFAULT_CHANNEL,
+        routes=tuple(s.routes),
+        mentions=tuple(s.mentions),
+        links=s.links,
+        templates=s.templates,
+        severity=s.severity,
+    )
+
+
+class SlackThreads:
+    """Plans each incident's thread and hands every call to the persisted outbox."""
+
+    def __init__(
+        self,
+        planner: ThreadPlanner,
+        outbox: SlackOutbox,
+        worker: OutboxWorker,
+        *,
+        clock: Callable[[], float] = time.time,
+        incident: Callable[[str], IncidentEvent | None] = lambda _: None,
+        closers: Iterable[Callable[[], object]] = (),
+    ) -> None:
+        self.planner = planner
+        self.outbox = outbox
+        self.worker = worker
+        self.clock = clock
+        self.incident = incident
+        self._closers = list(closers)
+        self._log = get_logger("tritonguard.slack")
+
+    def _queue(self, items: list[Outgoing]) -> None:
+        if items:
+            self.outbox.enqueue(items, self.clock())
+            self.worker.wake()
+
+    def observe_events(self, events: Iterable[IncidentEvent]) -> None:
+        """Take an evaluation's incident transitions."""
+        for event in events:
+            self._queue(self.planner.on_event(event))
+
+    def observe_records(self, records: Iterable[ActionRecord]) -> None:
+        """Take audit records as the playbook stage writes them."""
+        for rec in records:
+            self._queue(self.planner.on_record(rec, self.incident(rec.incident_id)))
+
+    def observe_approval(self, incident_id: str, approval: ApprovalView) -> None:
+        """Take an approval asked for or decided."""
+        self._queue(self.planner.on_approval(incident_id, approval))
+
+    def view(self, incident_id: str) -> ThreadView | None:
+        """Return what an incident's thread shows now."""
+        return self.planner.view(incident_id)
+
+    async def run(self) -> None:
+        """Deliver until cancelled (a supervised root task)."""
+        await self.worker.run()
+
+    async def drain(self) -> None:
+        """Deliver what is due now (at shutdown; the rest waits in the outbox for the restart)."""
+        with contextlib.suppress(Exception):
+            await self.worker.deliver_due()
+
+    async def close(self) -> None:
+        """Close the client and the outbox."""
+        for closer in self._closers:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+        self.outbox.close()
+
+
+def incident_from_row(row: Mapping[str, Any] | None) -> IncidentEvent | None:
+    """Return an incident as the audit trail remembers it (after a restart), or None.
+
+    A resumed verification's records belong to an incident this process never saw open; its
+    thread is found again in Slack by cause and subject.
+    """
+    if row is None:
+        return None
+    return IncidentEvent(
+        event="updated",
+        incident_id=str(row["incident_id"]),
+        cause=str(row["cause"]),
+        subject=Subject(str(row["namespace"]), str(row["model"]), str(row["pod"])),
+        at=float(row["opened_at"]),
+        confidence=0.0,
+        summary=f"{row['cause']} on {row['model']} (opened before a restart)",
+        evidence={},
+        fix=Fix(""),
+        opened_at=float(row["opened_at"]),
+    )
+
+
+def outbox_path(audit_db_path: Path | str) -> str:
+    """Return where the outbox lives: in the audit database itself."""
+    return str(audit_db_path)
+
+
+def build_threads(
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    chart: ChartMaker | None = None,
+    transport: Transport | None = None,
+    console: Callable[[str], None] | None = None,
+    incident: Callable[[str], IncidentEvent | None] = lambda _: None,
+) -> SlackThreads:
+    """Build the threads from settings: Slack with a token, else the console and the log."""
+    s = settings.slack
+    closers: list[Callable[[], object]] = []
+    if transport is None:
+        if s.token is not None:
+            api = SlackNotifier(s.token.get_secret_value(), base_url=s.base_url, retries=False)
+            closers.append(api.close)
+            transport = SlackTransport(api)
+        else:
+            transport = ConsoleTransport(console)
+    outbox = SlackOutbox(outbox_path(settings.audit_db_path))
+    o = s.outbox
+    worker = OutboxWorker(
+        outbox,
+        transport,
+        backoff=Backoff(o.retry_initial_s, o.retry_max_s, o.give_up_after_s),
+        clock=clock,
+    )
+    planner = ThreadPlanner(thread_settings(settings), chart=chart)
+    return SlackThreads(planner, outbox, worker, clock=clock, incident=incident, closers=closers)
