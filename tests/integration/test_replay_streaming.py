@@ -56,16 +56,27 @@ def test_streamed_order_is_a_stable_sort_of_the_file(
 ) -> None:
     """Buckets, re-splits and ties give exactly what a stable sort of the whole file gives."""
     text = _series_by_series(series=5, steps=40)
-    # Ties across series (same instant), a repeated point and an out-of-order series.
+    # Ties across series (same instant), a repeated instant and a series that starts before
+    # the ones written above it ended.
     text = text.replace("# EOF\n", "")
-    text += f'probe{{i="late"}} 1 {START + 5:.0f}\nprobe{{i="late"}} 2 {START:.0f}\n'
-    text += f'probe{{i="late"}} 3 {START:.0f}\n# EOF\n'
+    text += f'probe{{i="late"}} 1 {START:.0f}\nprobe{{i="late"}} 2 {START:.0f}\n'
+    text += f'probe{{i="late"}} 3 {START + 5:.0f}\n# EOF\n'
     path = _write(tmp_path / "t.om.gz", text)
     with open_trace(path, bucket_samples=bucket_samples, bucket_span_s=span) as trace:
         streamed = list(trace)
         again = list(trace)
     assert streamed == _stable_sort(load_trace(path))
     assert again == streamed, "each iteration starts again from the beginning"
+
+
+def test_a_series_whose_points_go_back_in_time_is_refused_at_its_line(tmp_path: Path) -> None:
+    """OpenMetrics orders one series' points by time: a point going back names its line."""
+    text = _series_by_series(series=2, steps=3).replace("# EOF\n", "")
+    text += f'probe{{i="late"}} 1 {START + 5:.0f}\nprobe{{i="late"}} 2 {START:.0f}\n# EOF\n'
+    path = _write(tmp_path / "t.om.gz", text)
+    with pytest.raises(TraceError, match=r"t\.om\.gz:9: .*goes back.*time order"):
+        with open_trace(path, bucket_samples=4, bucket_span_s=60.0) as trace:
+            list(trace)
 
 
 def test_one_instant_larger_than_the_budget_streams_in_file_order(tmp_path: Path) -> None:
