@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tests.unit.synthetic import Phase, samples_of, triton_model
-from tritonguard.core.engine import Engine
+from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.replay import drive
+from tritonguard.core.thresholds import Thresholds
 
 IV = 5.0
 
@@ -37,3 +38,22 @@ def test_a_shift_that_outlives_the_lookback_is_the_new_normal() -> None:
     healthy = Phase(40, rps=20, queue_ms=1.0, infer_ms=10.0)
     shifted = Phase(200, rps=20, queue_ms=1.0, infer_ms=11.5)
     assert abs(_baseline_latency_ms([healthy, shifted]) - 12.7) < 0.3
+
+
+def test_a_window_too_thin_to_judge_is_not_learnt_as_healthy() -> None:
+    """A model queueing from its first request keeps no baseline; the queue stays a symptom.
+
+    While traffic is light its windows hold fewer than ``min_requests`` requests: no symptom
+    can be read in them, and no health either. Learnt as healthy they became the reference
+    (queue share 0.94) and, once traffic grew, the model read as normal.
+    """
+    # Short windows, as a daemon scraping every second may run: 5 s hold 10 requests at 2/s.
+    engine = Engine(EngineConfig(Thresholds(rate_window_s=5.0)))
+    light = Phase(45, rps=2, queue_ms=130.0, infer_ms=8.0)
+    busier = Phase(30, rps=6, queue_ms=130.0, infer_ms=8.0)
+    series = triton_model([light, busier], interval=1.0)
+    for _ in drive(engine, samples_of(series, interval=1.0), eval_interval_s=1.0):
+        pass
+    diagnosis = engine.last_diagnoses[("prod", "triton-0", "resnet")]
+    assert diagnosis.baseline is None
+    assert any("wait longer than they compute" in r for r in diagnosis.symptom_reasons)

@@ -204,6 +204,7 @@ class Engine:
         strong = any(x.confidence >= self.t.close_confidence for x in findings)
         healthy = (
             not ctx.symptom.up
+            and ctx.symptom.judged
             and not strong
             and not self.book.is_open(subject)
             and not derived.in_birth

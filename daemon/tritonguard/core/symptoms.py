@@ -21,6 +21,9 @@ class Symptom:
     latency_ratio: float | None
     p99_ratio: float | None
     queue_ratio: float | None
+    # The window held enough requests to tell (``min_requests``): a window too thin to show a
+    # symptom is no evidence of health either, and must not be learnt as the baseline.
+    judged: bool = True
 
 
 def symptom_of(
@@ -78,7 +81,7 @@ def symptom_of(
         # Two thirds of the window's scrapes must be slow: spikes in every other scrape (reload
         # churn) lift the mean and even the median, but not the lower tercile.
         sustained = lower_tercile(recent) >= t.sustained_ratio * base_lat
-    return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r)
+    return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r, judged=enough)
 
 
 def fast_symptom(
