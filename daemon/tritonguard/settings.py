@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -45,6 +46,8 @@ ENV_PREFIX = "TRITONGUARD_"
 # One audit database for the daemon and the CLI: the setting, its environment variable and
 # this default are shared, so `tritonguard test --from-incident` finds what `run` wrote.
 DEFAULT_AUDIT_DB_PATH = Path("tritonguard-audit.sqlite3")
+# The scrape timeout when none is set, unless the interval is shorter (then the interval).
+DEFAULT_SCRAPE_TIMEOUT_S = 5.0
 AUDIT_DB_ENV = f"{ENV_PREFIX}AUDIT_DB_PATH"
 
 # The parsed config file for the Settings() call in progress. pydantic-settings builds its
@@ -295,7 +298,14 @@ class Settings(BaseSettings):
 
     targets: list[TargetSettings] = Field(default_factory=list)
     scrape_interval_s: float = Field(default=15.0, gt=0)
-    scrape_timeout_s: float = Field(default=5.0, gt=0)
+    scrape_timeout_s: float = Field(
+        default=DEFAULT_SCRAPE_TIMEOUT_S,
+        gt=0,
+        description=(
+            "At most scrape_interval_s, as Prometheus requires; unset, it is 5 s or the "
+            "interval if that is shorter."
+        ),
+    )
     scrape_jitter_s: float = Field(default=1.0, ge=0)
     max_concurrent_scrapes: int = Field(default=32, ge=1)
     prometheus_url: str | None = None
@@ -358,6 +368,35 @@ class Settings(BaseSettings):
     def recorder_budget_bytes(self) -> int:
         """Return the flight recorder's part of the memory budget."""
         return int(self.memory_budget_mb * 1024 * 1024) // 4
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_timeout_within_interval(cls, data: Any) -> Any:
+        """Without a scrape timeout, a shorter interval is the timeout (Prometheus's default)."""
+        if not isinstance(data, dict) or data.get("scrape_timeout_s") is not None:
+            return data
+        try:
+            interval = float(data["scrape_interval_s"])
+        except (KeyError, TypeError, ValueError):  # the default, or refused by the field
+            return data
+        if 0 < interval < DEFAULT_SCRAPE_TIMEOUT_S:
+            return {**data, "scrape_timeout_s": data["scrape_interval_s"]}
+        return data
+
+    @field_validator("scrape_timeout_s")
+    @classmethod
+    def _timeout_within_interval(cls, value: float, info: ValidationInfo) -> float:
+        # One poll scrapes every target and the next starts an interval after the last
+        # began: a timeout above the interval lets one slow target stretch every target's
+        # interval to the timeout. Prometheus refuses the same setting at load.
+        interval = info.data.get("scrape_interval_s")
+        if isinstance(interval, float) and value > interval:
+            raise ValueError(
+                f"{value:g} s is above scrape_interval_s ({interval:g} s), which Prometheus "
+                "refuses too: a slow target would delay every target's next scrape; lower "
+                f"scrape_timeout_s to {interval:g} or less, or raise scrape_interval_s"
+            )
+        return value
 
     @field_validator("prometheus_url")
     @classmethod

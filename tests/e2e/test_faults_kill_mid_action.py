@@ -3,10 +3,11 @@
 The daemon scrapes a synthetic Triton stuck in its batcher and acts on a real tritonserver,
 reached through a transparent proxy that counts the load requests. The model's new config
 hangs in initialize(), so the load call is still open when the daemon gets SIGKILL (or
-SIGTERM, whose grace runs out). What holds: the audit file is intact, the run is there, and
-the restarted daemon does not reload again (the cooldown holds). What does not: nothing
-records the reload that was in flight, so when Triton finishes it, the change is live with
-no record and no undo; the restarted daemon cannot know it (a defect, pinned below).
+SIGTERM, whose grace runs out). The step wrote its undo (the previous config) to the audit
+file before the call, as an intent. What holds: the audit file is intact, the run is there,
+the restarted daemon finds the intent without an outcome and loads the previous config again
+(Triton queues it behind the stuck load), and it never sends the change again (the cooldown
+holds). When the stuck load finishes, the restore replaces it: the server ends where it was.
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ class Outcome:
     loads_while_stuck: int = 0
     delay_during_stall: int = 0
     final_delay: int = 0
+    final_loads: int = 0
     final_trail: list[tuple[str, str]] = field(default_factory=list)
+    restores: list[tuple[str, str, str]] = field(default_factory=list)
+    restarted_steps: list[tuple[str, str]] = field(default_factory=list)
     pending_undos: int = 0
+    pending_intents: int = 0
 
 
 @pytest.fixture(scope="module")
@@ -224,15 +229,30 @@ async def scenario(
                     seen = len(out.trail_after_stop)
 
                     def held_back() -> bool:
-                        return any(g.endswith("cooldown") for _, _, g in trail(db)[seen:])
+                        # Busy while its restore waits behind the stuck load, then cooldown.
+                        return any(s == "skipped" for _, s, _ in trail(db)[seen:])
 
                     await until("the restarted daemon is held back", held_back, 60)
+                    await until("the restore reached Triton", lambda: loads() == 2, 30)
                     out.trail_after_restart = trail(db)[seen:]
                     out.loads_while_stuck = loads()
                     out.delay_during_stall = await delay(server.http_url)
                     await asyncio.to_thread(stall.unlink)
+
+                    def restored() -> bool:
+                        return ("triton.load", "rolled_back", "") in trail(db)[seen:]
+
+                    await until("the restore finished", restored, 60)
                     out.final_delay = await settled_delay(server.http_url)
+
+                    def cooled() -> bool:
+                        return ("*", "skipped", "cooldown") in trail(db)[seen:]
+
+                    # Once the restore is done the subject is no longer busy: the incident,
+                    # still open, meets the cooldown of the run that was interrupted.
+                    await until("the cooldown holds after the restore", cooled, 30)
                     await asyncio.sleep(2.0)  # give the restarted daemon its chance to react
+                    out.final_loads = loads()
                 finally:
                     await asyncio.to_thread(stop, second, signal.SIGTERM)
             finally:
@@ -241,8 +261,15 @@ async def scenario(
         await metrics.stop()
     store = AuditStore(db)
     try:
-        out.final_trail = [(r.action, r.status) for r in store.decisions()]
+        decisions = store.decisions()
+        out.final_trail = [(r.action, r.status) for r in decisions]
+        out.restores = [(r.action, r.phase, r.reason) for r in decisions if r.phase != "step"]
+        after_restart = decisions[len(out.trail_after_stop) :]
+        out.restarted_steps = [
+            (r.action, r.status) for r in after_restart if r.phase == "step" and r.action != "*"
+        ]
         out.pending_undos = sum(len(store.pending_undos(i)) for i in _incidents(store))
+        out.pending_intents = len(store.pending_intents())
     finally:
         store.close()
     return out
@@ -267,12 +294,13 @@ def outcome(
 def test_the_trail_survives_the_stop_and_the_restart_does_not_reload_again(
     outcome: Outcome,
 ) -> None:
-    """Killed or stopped mid-load: the run is on file and its cooldown holds across the restart.
+    """Killed or stopped mid-load: the run is on file and the change is never sent twice.
 
     A kill leaves no decision for the step (its record is written when the call returns);
-    a stop whose grace runs out records the step as cancelled, outcome unknown. Either way
-    the run itself was written before the call, so the restarted daemon, seeing the
-    incident again, is held back by the cooldown: Triton gets one load, not two.
+    a stop whose grace runs out records the step as cancelled, outcome unknown, the previous
+    state to be put back. Either way the run was written before the call, so the restarted
+    daemon, seeing the incident again, is held back (busy while it restores, then by the
+    cooldown): Triton gets the change once and the restore once, and nothing after that.
     """
     runs = [r for r in outcome.runs_after_stop if r.playbook == "lower-delay"]
     assert len(runs) == 1 and not runs[0].dry_run and runs[0].reload
@@ -281,30 +309,30 @@ def test_the_trail_survives_the_stop_and_the_restart_does_not_reload_again(
     else:
         assert outcome.trail_after_stop == [("triton.update_config", "cancelled")]
         assert "its outcome on the server is unknown" in outcome.reasons_after_stop[0]
+        assert "puts back the state from before it" in outcome.reasons_after_stop[0]
     assert outcome.trail_after_restart
     assert all(status == "skipped" for _, status, _ in outcome.trail_after_restart)
-    assert outcome.loads_while_stuck == 1
+    # The change, then the restore queued behind it; the restarted daemon never re-sends it.
+    assert outcome.loads_while_stuck == 2
+    assert outcome.final_loads == 2
+    assert outcome.restarted_steps == []
     # While the load hangs, Triton still serves the previous config.
     assert outcome.delay_during_stall == DELAY_US
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "defect: PlaybookExecutor._execute writes a step's record and undo only after the "
-        "action returns, so a reload in flight when the daemon dies leaves no undo; when "
-        "Triton finishes it the change is live unrecorded (or recorded as cancelled, outcome "
-        "unknown) and the restarted daemon cannot restore the previous config"
-    ),
-)
 def test_the_restart_accounts_for_the_reload_that_was_in_flight(outcome: Outcome) -> None:
-    """The change that lands after the daemon died is put back, or at least undoable.
+    """The change that lands after the daemon died is put back by the restarted daemon.
 
-    Wanted: the restarted daemon ends with the previous config on the server, or the audit
-    trail holds the landed change with its undo. Today the change lands and stays (500 us),
-    with no undo in the ledger.
+    The step's intent (the previous config) was on file before the load; the restarted
+    daemon loads it again, recorded in one line as a rollback saying why, and the server ends
+    at the previous config once the stuck load has finished. No intent or undo is left over.
     """
-    assert outcome.final_delay == DELAY_US or outcome.pending_undos > 0, (
+    assert outcome.final_delay == DELAY_US, (
         f"{outcome.signal}: the server ended at {outcome.final_delay} us with "
         f"{outcome.pending_undos} undos; trail {outcome.final_trail}"
     )
+    [(action, phase, reason)] = outcome.restores
+    assert (action, phase) == ("triton.load", "rollback")
+    assert "triton.update_config was in flight when the daemon stopped" in reason
+    assert "the change is not repeated" in reason and "\n" not in reason
+    assert outcome.pending_intents == 0 and outcome.pending_undos == 0

@@ -76,7 +76,7 @@ def config(tmp_path: Path, metrics: MetricsServer, triton: TritonServer) -> Path
             }
         ],
         "scrape_interval_s": 0.25,
-        "scrape_timeout_s": 0.5,
+        "scrape_timeout_s": 0.25,
         "scrape_jitter_s": 0.0,
         "evaluation_interval_s": 0.25,
         "listen": f"127.0.0.1:{free_port()}",

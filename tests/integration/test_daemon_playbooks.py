@@ -69,7 +69,7 @@ def settings(tmp_path: Path, server: MetricsServer, **extra: Any) -> Settings:
             TargetSettings(name="t0", metrics_url=server.url, namespace="search", pod="ranker-0")
         ],
         "scrape_interval_s": 0.25,
-        "scrape_timeout_s": 0.5,
+        "scrape_timeout_s": 0.25,
         "scrape_jitter_s": 0.0,
         "evaluation_interval_s": 0.25,
         "listen": "127.0.0.1:0",

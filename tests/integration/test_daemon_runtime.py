@@ -28,7 +28,7 @@ def _settings(*targets: TargetSettings, **extra: Any) -> Settings:
     values: dict[str, Any] = {
         "targets": list(targets),
         "scrape_interval_s": 0.2,
-        "scrape_timeout_s": 0.5,
+        "scrape_timeout_s": 0.2,
         "scrape_jitter_s": 0.0,
         "evaluation_interval_s": 0.2,
         "listen": "127.0.0.1:0",

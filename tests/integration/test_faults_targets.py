@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tests.fault_harness import (
     FAST,
@@ -35,7 +36,7 @@ from tritonguard.core.metric_names import is_counter
 from tritonguard.core.samples import label
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
-from tritonguard.settings import Settings, TargetSettings
+from tritonguard.settings import Settings, SettingsError, TargetSettings, load_settings
 
 NS, MODEL = "search", "ranker"
 # What /readyz must say for each fault (a fragment of the one-line reason).
@@ -281,27 +282,50 @@ async def test_targets_faulty_from_the_start_open_nothing_and_store_nothing(
     assert set(f.opened) == {"steady-0"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "defect: Settings accept scrape_timeout_s > scrape_interval_s (Prometheus refuses "
-        "it) and ScrapeSource.poll waits for every target, so one slow target stretches "
-        "every target's scrape interval to the timeout"
-    ),
-)
-async def test_a_slow_target_does_not_stretch_the_others_when_its_timeout_exceeds_the_interval(
+async def test_a_scrape_timeout_above_the_interval_is_refused_before_the_daemon_starts(
     tmp_path: Path,
 ) -> None:
-    """With a 0.5 s timeout over a 0.25 s interval, the healthy target is still scraped 4x/s.
+    """0.5 s over a 0.25 s interval is refused, as Prometheus refuses it, in one line.
 
-    Today the whole poll waits for the slow target's timeout, so the healthy one is scraped
-    every 0.5 s instead; with 1.5 s rate windows that lowers its batching_delay finding
-    below the opening confidence, and its incident does not open.
+    Accepted, one slow target held every poll for the timeout and so stretched every
+    target's interval to it: the healthy target was scraped every 0.5 s instead of 0.25 s,
+    and its batching_delay finding fell below the opening confidence. The refusal names both
+    values and what to do, and where the value came from (the file's line).
+    """
+    target = await FaultyTarget(render=BatchingTriton().render).start()
+    try:
+        with pytest.raises(ValidationError, match=r"0\.5 s is above scrape_interval_s \(0\.25 s\)"):
+            settings(tmp_path, {"steady": target}, interval_s=0.25, timeout_s=0.5)
+    finally:
+        await target.stop()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("scrape_interval_s: 0.25\nscrape_timeout_s: 0.5\n")
+    with pytest.raises(SettingsError) as refused:
+        load_settings(cfg)
+    line = str(refused.value)
+    assert line.startswith(f"{cfg}:2: scrape_timeout_s: 0.5 s is above scrape_interval_s")
+    assert "lower scrape_timeout_s to 0.25 or less, or raise scrape_interval_s" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("timeout_s", [0.25, 0.2], ids=["timeout=interval", "timeout<interval"])
+async def test_a_slow_target_within_a_valid_timeout_does_not_hold_up_the_others(
+    tmp_path: Path, timeout_s: float
+) -> None:
+    """Beside a target that never answers in time, the healthy one is scraped 4x/s and acted on.
+
+    At the longest timeout Prometheus allows (the interval itself) and below it, each poll
+    ends by the interval: the healthy target keeps its 0.25 s interval, its incident opens
+    and its playbook is planned on time, while the slow one is reported as timing out.
     """
     modes: dict[str, TargetMode] = {"slow": "slow", "steady": "ok"}
-    async with fleet(tmp_path, modes, interval_s=0.25, timeout_s=0.5) as (f, _):
+    async with fleet(tmp_path, modes, interval_s=0.25, timeout_s=timeout_s) as (f, base):
         await asyncio.sleep(1.0)
         before, started = f.targets["steady"].hits, time.monotonic()
         await asyncio.sleep(4.0)
         rate = (f.targets["steady"].hits - before) / (time.monotonic() - started)
+        await until(lambda: ("slack.post", "planned", "") in f.records("steady-0"), 20.0)
+        _, ready = await readiness(base)
     assert rate >= 0.75 / 0.25, f"healthy target scraped {rate:.1f}/s, not 4/s"
+    assert f"timeout after {timeout_s:g}s" in ready["targets"]["scrape/slow"]["error"]
+    assert set(f.opened) == {"steady-0"}

@@ -282,7 +282,7 @@ async def test_daemon_never_shows_the_credentials_of_a_target_url(daemon_log: io
                 target_from_url(f"http://{USER}:{PASSWORD}@{s.host_port}/metrics") for s in servers
             ],
             scrape_interval_s=0.2,
-            scrape_timeout_s=1.0,
+            scrape_timeout_s=0.2,
             scrape_jitter_s=0.0,
             evaluation_interval_s=0.2,
             listen="127.0.0.1:0",

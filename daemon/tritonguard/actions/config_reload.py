@@ -85,6 +85,14 @@ async def reload_with_patch(
     new, changes = patched(ctx, previous, patch)
     if not changes:
         return ActionResult(detail={"model": model, "changes": [], "note": "already in place"})
+    # The whole previous config, not the reverse patch: a load still running on the server
+    # reads back as the old values, so a patch would find nothing to put back while the
+    # change is about to land. Loading ``previous`` is queued behind it and replaces it.
+    ctx.intend(
+        UndoStep(
+            "triton.load", {"model": model, "config": previous, "ready_timeout": ready_timeout}
+        )
+    )
     try:
         await triton.load(model, new, timeout_s=ready_timeout)
         await triton.wait_model_ready(model, timeout_s=ready_timeout)

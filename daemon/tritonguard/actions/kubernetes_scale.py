@@ -86,6 +86,12 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
                 found = await kube.find_hpa_for(params.kind, ns, params.name)
                 return -1 if found is None else int(found.min_replicas)
 
+            undo = UndoStep(
+                "kubernetes.hpa_min", {"namespace": ns, "name": hpa_name, "min_replicas": old_min}
+            )
+            # On file before the write: a daemon killed with the patch in flight is put back
+            # to the count read above at its next start, whether the patch landed or not.
+            ctx.intend(undo)
             note = await _write(
                 lambda: kube.set_hpa_min_replicas(ns, hpa_name, wanted),
                 hpa_min,
@@ -100,11 +106,13 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
                     "was": old_min,
                     **({"note": note} if note else {}),
                 },
-                undo=UndoStep(
-                    "kubernetes.hpa_min",
-                    {"namespace": ns, "name": hpa_name, "min_replicas": old_min},
-                ),
+                undo=undo,
             )
+        undo = UndoStep(
+            "kubernetes.scale",
+            {"kind": params.kind, "name": params.name, "namespace": ns, "replicas": current},
+        )
+        ctx.intend(undo)
         note = await _write(
             lambda: kube.set_scale(params.kind, ns, params.name, wanted),
             lambda: kube.get_scale(params.kind, ns, params.name),
@@ -123,10 +131,7 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
             "was": current,
             **({"note": note} if note else {}),
         },
-        undo=UndoStep(
-            "kubernetes.scale",
-            {"kind": params.kind, "name": params.name, "namespace": ns, "replicas": current},
-        ),
+        undo=undo,
     )
 
 

@@ -50,6 +50,10 @@ async def _no_sleep(seconds: float) -> None:
     return None
 
 
+def _no_intent(undo: UndoStep) -> None:
+    return None
+
+
 @dataclass(slots=True)
 class ActionContext:
     """Everything an action may use; the dispatcher builds one per step.
@@ -72,6 +76,11 @@ class ActionContext:
     static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     # Set while undoing: values the server had before are put back without bound checks.
     restoring: bool = False
+    # A change action calls this with its undo right before the call that changes the server.
+    # The executor writes it to disk first, so a daemon that dies before the call returns
+    # leaves the way back on file for the next start (docs/reliability.md, "A change in
+    # flight across restarts"). Planning, rollbacks and restores get the no-op.
+    intend: Callable[[UndoStep], None] = _no_intent
 
     def need_triton(self) -> TritonApi:
         """Return the Triton client or fail with a reason the audit trail can show."""

@@ -21,7 +21,20 @@ async def _plan(ctx: ActionContext, params: UnloadParams) -> dict[str, Any]:
 
 @action("triton.unload", UnloadParams, reloads_model=True, plan=_plan)
 async def unload(ctx: ActionContext, params: UnloadParams) -> ActionResult:
-    """Unload the model; undone by loading it again."""
+    """Unload the model; undone by loading it again with the config it served."""
+    triton = ctx.need_triton()
     model = params.model or ctx.subject.model
-    await ctx.need_triton().unload(model)
-    return ActionResult(detail={"model": model}, undo=UndoStep("triton.load", {"model": model}))
+    # The live config, not the repository's: a model changed through the repository API
+    # would come back from its files without those changes. Loading it again with the
+    # config it served is also harmless if the unload never happened (a restart's restore).
+    try:
+        served: dict[str, Any] | None = await triton.model_config(model)
+    except Exception:  # the client's error: not loaded, or not readable; load from the files
+        served = None
+    undo_params: dict[str, Any] = {"model": model}
+    if served is not None:
+        undo_params["config"] = served
+    undo = UndoStep("triton.load", undo_params)
+    ctx.intend(undo)
+    await triton.unload(model)
+    return ActionResult(detail={"model": model}, undo=undo)

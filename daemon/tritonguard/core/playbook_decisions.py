@@ -8,7 +8,7 @@ decided here, against a :class:`Ledger` read once per evaluation from the audit 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
@@ -108,7 +108,45 @@ class AbandonVerify:
     verification: PendingVerification
 
 
-Decision = RunPlaybook | SkipPlaybook | NoteOpen | HandOver | Resolve | ResumeVerify | AbandonVerify
+@dataclass(frozen=True, slots=True)
+class PendingIntent:
+    """A change step that began and has no outcome on file: its daemon stopped or was killed.
+
+    The step's action wrote ``undo_action``/``undo_params`` (the state just before its call
+    that changes the server) before making that call; ``undo_ids`` are the ledger's undos of
+    the steps before it in the same run. Whether the change landed is unknown.
+    """
+
+    intent_id: int
+    incident: IncidentEvent
+    playbook: str
+    action: str
+    undo_action: str
+    undo_params: Mapping[str, object]
+    undo_ids: tuple[int, ...]
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreIntent:
+    """Put back the state from before a change whose outcome is unknown, and never repeat it.
+
+    Then the rest of its run is rolled back and escalated, as if the step had failed.
+    """
+
+    intent: PendingIntent
+
+
+Decision = (
+    RunPlaybook
+    | SkipPlaybook
+    | NoteOpen
+    | HandOver
+    | Resolve
+    | ResumeVerify
+    | AbandonVerify
+    | RestoreIntent
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +167,9 @@ class Ledger:
     # Verifications a stopped or killed daemon left without a verdict (this replica's, or
     # adopted from the leader before it).
     verifications: tuple[PendingVerification, ...] = ()
+    # Change steps a stopped or killed daemon left without an outcome (this replica's, or
+    # adopted from the leader before it).
+    intents: tuple[PendingIntent, ...] = ()
 
 
 def successors(events: Sequence[IncidentEvent]) -> dict[str, IncidentEvent]:
@@ -184,10 +225,22 @@ def decide_step(
     Restores of an incident closed without recovery evidence wait for fresh evidence: a new
     incident on its subject takes them over (it is still broken), and a subject that reports
     again and has recovered releases them.
+
+    A change a stopped daemon left in flight comes before everything else on its subject: the
+    state from before it is put back at once, fresh data or not (undoing an unknown change
+    is safe either way), by the leader only, and the subject counts as busy for this step.
     """
+    restores = [
+        RestoreIntent(p)
+        for p in ctx.ledger.intents
+        if p.incident.subject.key() not in ctx.ledger.busy and ctx.leader_elsewhere is None
+    ]
+    if restores:
+        restoring = frozenset(r.intent.incident.subject.key() for r in restores)
+        ctx = replace(ctx, ledger=replace(ctx.ledger, busy=ctx.ledger.busy | restoring))
+    out: list[Decision] = list(restores)
     ledger = ctx.ledger
     work = _Working(set(ledger.done), set(ledger.skipped), list(ledger.history))
-    out: list[Decision] = []
     handed = successors(transitions)
     waiting = {e.subject.key(): e for e in ledger.awaiting}
     seen: set[str] = set()

@@ -1,4 +1,4 @@
-"""Run history and pending verifications handed from the leader to the next one, on the Lease (pure).
+"""Run history, pending verifications and changes in flight handed to the next leader (pure).
 
 Each replica keeps its own audit trail, so without this a replica that takes over leadership
 would not know the cooldowns, rate limits, budget and reload history the previous leader built
@@ -64,8 +64,10 @@ def decode_runs(text: str) -> list[RunRecord]:
 
 
 # Pending verifications travel in a second annotation, with the undo steps a failed verdict
-# rolls back. A model config reload's undo holds the whole previous config, so the set is
-# capped well inside the 256 KiB Kubernetes allows for all annotations of an object.
+# rolls back, and so do change steps in flight ("intents", under their own key, which readers
+# of the first format ignore). A model config reload's undo holds the whole previous config,
+# so the set is capped well inside the 256 KiB Kubernetes allows for all annotations of an
+# object.
 VERIFICATIONS_ANNOTATION = "tritonguard.io/pending-verifications"
 MAX_VERIFICATIONS_BYTES = 128 * 1024
 
@@ -92,41 +94,106 @@ class HandedVerification:
         return (self.incident_id, self.playbook, round(self.started_at, 3))
 
 
-def encode_verifications(items: Sequence[HandedVerification]) -> tuple[str, int]:
-    """Return the annotation text, newest first within the byte cap, and how many were left out."""
-    rows: list[dict[str, Any]] = []
+@dataclass(frozen=True, slots=True)
+class HandedIntent:
+    """A change step in flight (its outcome unknown), as the leader publishes it.
+
+    If the leader dies before the step's outcome is known, the next leader puts back the
+    state from before it (``undo``) and rolls back the steps before it (``undos``).
+    """
+
+    incident_id: str
+    playbook: str
+    cause: str
+    namespace: str
+    model: str
+    pod: str
+    opened_at: float
+    action: str
+    started_at: float
+    # (action, params) restoring the state from just before the step's change.
+    undo: tuple[str, dict[str, Any]]
+    # (action, params) of each undo of the steps before it, in the order they took them.
+    undos: tuple[tuple[str, dict[str, Any]], ...]
+
+    def key(self) -> tuple[str, str, str, float]:
+        """Return what identifies the step on every replica."""
+        return (self.incident_id, self.playbook, self.action, round(self.started_at, 3))
+
+
+Handed = HandedVerification | HandedIntent
+
+
+def _verification_row(item: HandedVerification) -> dict[str, Any]:
+    return {
+        "incident": item.incident_id,
+        "playbook": item.playbook,
+        "cause": item.cause,
+        "subject": [item.namespace, item.model, item.pod],
+        "opened_at": round(item.opened_at, 3),
+        "checks": list(item.checks),
+        "wait_s": item.wait_s,
+        "started_at": round(item.started_at, 3),
+        "undos": [[action, params] for action, params in item.undos],
+    }
+
+
+def _intent_row(item: HandedIntent) -> dict[str, Any]:
+    return {
+        "incident": item.incident_id,
+        "playbook": item.playbook,
+        "cause": item.cause,
+        "subject": [item.namespace, item.model, item.pod],
+        "opened_at": round(item.opened_at, 3),
+        "action": item.action,
+        "started_at": round(item.started_at, 3),
+        "undo": list(item.undo),
+        "undos": [[action, params] for action, params in item.undos],
+    }
+
+
+def encode_verifications(items: Sequence[Handed]) -> tuple[str, int]:
+    """Return the annotation text within the byte cap, and how many items were left out.
+
+    Changes in flight go first (an unknown change matters more than an unjudged one), then
+    verifications; newest first within each.
+    """
+    intents = sorted(
+        (i for i in items if isinstance(i, HandedIntent)), key=lambda v: v.started_at, reverse=True
+    )
+    checks = sorted(
+        (i for i in items if isinstance(i, HandedVerification)),
+        key=lambda v: v.started_at,
+        reverse=True,
+    )
     size = 0
-    for item in sorted(items, key=lambda v: v.started_at, reverse=True):
-        row = {
-            "incident": item.incident_id,
-            "playbook": item.playbook,
-            "cause": item.cause,
-            "subject": [item.namespace, item.model, item.pod],
-            "opened_at": round(item.opened_at, 3),
-            "checks": list(item.checks),
-            "wait_s": item.wait_s,
-            "started_at": round(item.started_at, 3),
-            "undos": [[action, params] for action, params in item.undos],
-        }
+    kept: dict[str, list[dict[str, Any]]] = {"verifications": [], "intents": []}
+    rows: list[tuple[str, dict[str, Any]]] = [("intents", _intent_row(i)) for i in intents]
+    rows += [("verifications", _verification_row(v)) for v in checks]
+    for key, row in rows:
         cost = len(json.dumps(row, separators=(",", ":"), default=str))
         if size + cost > MAX_VERIFICATIONS_BYTES:
             continue
         size += cost
-        rows.append(row)
-    text = json.dumps(
-        {"v": FORMAT_VERSION, "verifications": rows}, separators=(",", ":"), default=str
-    )
-    return text, len(items) - len(rows)
+        kept[key].append(row)
+    doc: dict[str, Any] = {"v": FORMAT_VERSION, "verifications": kept["verifications"]}
+    if kept["intents"]:
+        doc["intents"] = kept["intents"]
+    text = json.dumps(doc, separators=(",", ":"), default=str)
+    return text, len(items) - len(kept["verifications"]) - len(kept["intents"])
 
 
-def decode_verifications(text: str) -> list[HandedVerification]:
+def _undo_pairs(rows: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
+    return tuple((str(a), dict(p)) for a, p in rows)
+
+
+def decode_verifications(text: str) -> list[Handed]:
     """Parse an annotation written by ``encode_verifications``; ValueError says what is wrong."""
     rows = _rows(text, "verifications")
-    out = []
+    out: list[Handed] = []
     for i, row in enumerate(rows):
         try:
             ns, model, pod = (str(x) for x in row["subject"])
-            undos = tuple((str(a), dict(p)) for a, p in row["undos"])
             out.append(
                 HandedVerification(
                     incident_id=str(row["incident"]),
@@ -139,9 +206,34 @@ def decode_verifications(text: str) -> list[HandedVerification]:
                     checks=tuple(dict(c) for c in row["checks"]),
                     wait_s=float(row["wait_s"]),
                     started_at=float(row["started_at"]),
-                    undos=undos,
+                    undos=_undo_pairs(row["undos"]),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"verification {i} is malformed ({exc})") from None
+    # Absent in annotations written before changes in flight were handed over.
+    intents = json.loads(text).get("intents", [])
+    if not isinstance(intents, list):
+        raise ValueError("'intents' must be a list")
+    for i, row in enumerate(intents):
+        try:
+            ns, model, pod = (str(x) for x in row["subject"])
+            action, params = row["undo"]
+            out.append(
+                HandedIntent(
+                    incident_id=str(row["incident"]),
+                    playbook=str(row["playbook"]),
+                    cause=str(row["cause"]),
+                    namespace=ns,
+                    model=model,
+                    pod=pod,
+                    opened_at=float(row["opened_at"]),
+                    action=str(row["action"]),
+                    started_at=float(row["started_at"]),
+                    undo=(str(action), dict(params)),
+                    undos=_undo_pairs(row["undos"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"change in flight {i} is malformed ({exc})") from None
     return out

@@ -13,8 +13,8 @@ from typing import Any, cast
 from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord
-from tritonguard.core.playbook_decisions import Ledger, PendingVerification
-from tritonguard.core.run_handover import HandedVerification
+from tritonguard.core.playbook_decisions import Ledger, PendingIntent, PendingVerification
+from tritonguard.core.run_handover import Handed, HandedIntent, HandedVerification
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -72,6 +72,24 @@ CREATE TABLE IF NOT EXISTS verifications (
     origin TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS verifications_state ON verifications (state);
+CREATE TABLE IF NOT EXISTS intents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    incident_id TEXT NOT NULL,
+    playbook TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    model TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    action TEXT NOT NULL,
+    undo_action TEXT NOT NULL,
+    undo_params TEXT NOT NULL,
+    undo_ids TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    origin TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS intents_state ON intents (state);
 CREATE TABLE IF NOT EXISTS playbook_sets (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     saved_at REAL NOT NULL,
@@ -152,7 +170,12 @@ class AuditStore:
 
     def record(self, rec: ActionRecord) -> int:
         """Append one decision (ran, planned, skipped and why, failed, rolled back)."""
-        cur = self._exec(
+        with self._lock:
+            return self._insert_decision(rec)
+
+    def _insert_decision(self, rec: ActionRecord) -> int:
+        """Insert one decision; the caller holds the lock."""
+        cur = self._db.execute(
             "INSERT INTO decisions (at, incident_id, event, playbook, subject, action, params,"
             " dry_run, status, guard, reason, detail, phase) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -207,12 +230,15 @@ class AuditStore:
         since: float,
         busy: Collection[str] = (),
         in_flight: Collection[int] = (),
+        intents_in_flight: Collection[int] = (),
     ) -> Ledger:
         """Return what the playbook stage decides against, read once per evaluation.
 
         That is: what ran and was skipped for the incidents in view, recent runs, restores
-        waiting for recovery, and verifications left without a verdict. ``in_flight`` are
-        verifications this process is running now, which are not pending.
+        waiting for recovery, verifications left without a verdict and change steps left
+        without an outcome. ``in_flight`` are verifications this process is running now, and
+        ``intents_in_flight`` change steps it is running (or left when it was cancelled):
+        neither is another daemon's to settle.
         """
         ids = sorted(set(incident_ids))
         done: set[tuple[str, str]] = set()
@@ -240,6 +266,9 @@ class AuditStore:
             awaiting=tuple(self.awaiting_recovery()),
             verifications=tuple(
                 v for v in self.pending_verifications() if v.verification_id not in in_flight
+            ),
+            intents=tuple(
+                i for i in self.pending_intents() if i.intent_id not in intents_in_flight
             ),
         )
 
@@ -303,7 +332,20 @@ class AuditStore:
 
         Dry-run plans record the restore a real run would make, in the same ledger.
         """
-        cur = self._exec(
+        with self._lock:
+            return self._insert_undo(incident_id, playbook, action, params, on_resolve, dry_run)
+
+    def _insert_undo(  # noqa: PLR0917 - the columns of one undo row
+        self,
+        incident_id: str,
+        playbook: str,
+        action: str,
+        params: dict[str, Any],
+        on_resolve: bool,
+        dry_run: bool,
+    ) -> int:
+        """Insert one undo; the caller holds the lock."""
+        cur = self._db.execute(
             "INSERT INTO undos (incident_id, playbook, action, params, on_resolve, dry_run)"
             " VALUES (?,?,?,?,?,?)",
             (
@@ -513,9 +555,9 @@ class AuditStore:
                 )
         return out
 
-    def handed_verifications(self) -> list[HandedVerification]:
-        """Return the pending verifications with their undo steps, for the next leader."""
-        out = []
+    def handed_verifications(self) -> list[Handed]:
+        """Return the pending verifications and changes in flight, for the next leader."""
+        out: list[Handed] = []
         for v in self.pending_verifications():
             s = v.incident.subject
             out.append(
@@ -533,15 +575,38 @@ class AuditStore:
                     undos=tuple((u.action, u.params) for u in self.undos_by_id(v.undo_ids)),
                 )
             )
+        for i in self.pending_intents():
+            s = i.incident.subject
+            out.append(
+                HandedIntent(
+                    incident_id=i.incident.incident_id,
+                    playbook=i.playbook,
+                    cause=i.incident.cause,
+                    namespace=s.namespace,
+                    model=s.model,
+                    pod=s.pod,
+                    opened_at=i.incident.opened_at,
+                    action=i.action,
+                    started_at=i.started_at,
+                    undo=(i.undo_action, dict(i.undo_params)),
+                    undos=tuple((u.action, u.params) for u in self.undos_by_id(i.undo_ids)),
+                )
+            )
         return out
 
-    def adopt_verifications(self, published: list[HandedVerification], origin: str) -> int:
-        """Make this store's pending verifications the leader's; return how many were new.
+    def adopt_verifications(self, published: list[Handed], origin: str) -> int:
+        """Make this store's pending verifications and intents the leader's; return how many were new.
 
         The leader is the only replica that acts and it publishes every verification it still
-        owes a verdict, so one it no longer publishes has been judged: here it is marked
-        ``handed``. New ones come with their undo steps, written to this store's ledger.
+        owes a verdict and every change step it has no outcome for, so one it no longer
+        publishes has been settled: here it is marked ``handed``. New ones come with their
+        undo steps, written to this store's ledger.
         """
+        checks = [v for v in published if isinstance(v, HandedVerification)]
+        intents = [i for i in published if isinstance(i, HandedIntent)]
+        return self._adopt_checks(checks, origin) + self._adopt_intents(intents, origin)
+
+    def _adopt_checks(self, published: list[HandedVerification], origin: str) -> int:
         wanted = {v.key(): v for v in published}
         have = {}
         for v in self.pending_verifications():
@@ -558,20 +623,8 @@ class AuditStore:
                 self.add_undo(item.incident_id, item.playbook, action, params, False)
                 for action, params in item.undos
             ]
-            event = IncidentEvent(
-                event="updated",
-                incident_id=item.incident_id,
-                cause=item.cause,
-                subject=Subject(item.namespace, item.model, item.pod),
-                at=item.started_at,
-                confidence=0.0,
-                summary="",
-                evidence={},
-                fix=Fix(""),
-                opened_at=item.opened_at,
-            )
             self.begin_verification(
-                event,
+                _handed_event(item),
                 item.playbook,
                 list(item.checks),
                 item.wait_s,
@@ -581,6 +634,152 @@ class AuditStore:
             )
             added += 1
         return added
+
+    def _adopt_intents(self, published: list[HandedIntent], origin: str) -> int:
+        wanted = {i.key(): i for i in published}
+        have = {
+            (i.incident.incident_id, i.playbook, i.action, round(i.started_at, 3)): i.intent_id
+            for i in self.pending_intents()
+        }
+        for key, intent_id in have.items():
+            if key not in wanted:
+                self.settle_intent(intent_id, "handed")
+        added = 0
+        for key, item in wanted.items():
+            if key in have:
+                continue
+            undo_ids = [
+                self.add_undo(item.incident_id, item.playbook, action, params, False)
+                for action, params in item.undos
+            ]
+            action, params = item.undo
+            self.begin_intent(
+                _handed_event(item),
+                item.playbook,
+                item.action,
+                (action, params),
+                undo_ids,
+                item.started_at,
+                origin=origin,
+            )
+            added += 1
+        return added
+
+    # ---- change steps in flight (intents) ---------------------------------------------------
+    def begin_intent(  # noqa: PLR0917 - one row: the incident, the step, its way back
+        self,
+        event: IncidentEvent,
+        playbook: str,
+        action: str,
+        undo: tuple[str, dict[str, Any]],
+        undo_ids: list[int],
+        started_at: float,
+        *,
+        origin: str = "",
+    ) -> int:
+        """Write a change step's undo down before the call that changes the server.
+
+        ``undo`` is (action, params) restoring the state from just before the change;
+        ``undo_ids`` the ledger's undos of the run's earlier steps. It stays ``pending`` until
+        the step's outcome is known (:meth:`settle_step`); one still pending at the next start
+        belongs to a daemon that stopped or died with the call in flight.
+        """
+        s = event.subject
+        cur = self._exec(
+            "INSERT INTO intents (incident_id, playbook, cause, namespace, model, pod,"
+            " opened_at, action, undo_action, undo_params, undo_ids, started_at, origin)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                event.incident_id,
+                playbook,
+                event.cause,
+                s.namespace,
+                s.model,
+                s.pod,
+                event.opened_at,
+                action,
+                undo[0],
+                json.dumps(undo[1], sort_keys=True, default=str),
+                json.dumps(undo_ids),
+                started_at,
+                origin,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def settle_step(
+        self,
+        rec: ActionRecord,
+        intent_ids: Collection[int],
+        *,
+        undo: tuple[str, dict[str, Any], bool] | None = None,
+    ) -> int | None:
+        """Record a step's outcome, its undo and its intents' end in one transaction.
+
+        ``undo`` is (action, params, on_resolve) of a step that ran. The intents become
+        ``ran`` (their way back is now the step's own undo) or, for a step that failed (the
+        action kept or put back the server's state), ``failed``. Return the undo's id.
+
+        One transaction, so a daemon killed in between leaves either the step's record and
+        undo, or its intent still pending: never neither.
+        """
+        state = "ran" if rec.status == "ran" else "failed"
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._insert_decision(rec)
+                undo_id = (
+                    self._insert_undo(
+                        rec.incident_id, rec.playbook, undo[0], undo[1], undo[2], False
+                    )
+                    if undo is not None
+                    else None
+                )
+                for intent_id in intent_ids:
+                    self._db.execute(
+                        "UPDATE intents SET state = ? WHERE id = ?", (state, intent_id)
+                    )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return undo_id
+
+    def settle_intent(self, intent_id: int, state: str) -> None:
+        """Record how an intent ended (ran, failed, restoring, restored, restore_failed, handed)."""
+        self._exec("UPDATE intents SET state = ? WHERE id = ?", (state, intent_id))
+
+    def pending_intents(self) -> list[PendingIntent]:
+        """Return change steps without an outcome, oldest first."""
+        rows = self._exec(
+            "SELECT id, incident_id, playbook, cause, namespace, model, pod, opened_at, action,"
+            " undo_action, undo_params, undo_ids, started_at FROM intents"
+            " WHERE state = 'pending' ORDER BY id"
+        ).fetchall()
+        return [
+            PendingIntent(
+                intent_id=int(r[0]),
+                incident=IncidentEvent(
+                    event="updated",
+                    incident_id=str(r[1]),
+                    cause=str(r[3]),
+                    subject=Subject(str(r[4]), str(r[5]), str(r[6])),
+                    at=float(r[12]),
+                    confidence=0.0,
+                    summary=f"{r[8]} of {r[2]} left without an outcome",
+                    evidence={},
+                    fix=Fix(""),
+                    opened_at=float(r[7]),
+                ),
+                playbook=str(r[2]),
+                action=str(r[8]),
+                undo_action=str(r[9]),
+                undo_params=json.loads(r[10]),
+                undo_ids=tuple(int(i) for i in json.loads(r[11])),
+                started_at=float(r[12]),
+            )
+            for r in rows
+        ]
 
     # ---- the last good playbook set -----------------------------------------------------------
     def save_playbook_set(self, texts: dict[str, str], at: float) -> None:
@@ -603,3 +802,19 @@ class AuditStore:
             return None
         texts: dict[str, str] = json.loads(row[0])
         return texts
+
+
+def _handed_event(item: Handed) -> IncidentEvent:
+    """Return the incident a handed verification or intent belongs to, as far as it says."""
+    return IncidentEvent(
+        event="updated",
+        incident_id=item.incident_id,
+        cause=item.cause,
+        subject=Subject(item.namespace, item.model, item.pod),
+        at=item.started_at,
+        confidence=0.0,
+        summary="",
+        evidence={},
+        fix=Fix(""),
+        opened_at=item.opened_at,
+    )

@@ -8,6 +8,7 @@ through the audit store; undos go to the store's one undo ledger, dry-run plans 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from tritonguard.actions.registry import (
     ActionFailed,
     BoundsExceeded,
     RegisteredAction,
+    UndoStep,
     load_all,
 )
 from tritonguard.clients.ports import KubeApi, SlackApi, TritonApi
@@ -27,7 +29,7 @@ from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.config_patch import Change, reverse_patch
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord, merge_bounds, model_key
-from tritonguard.core.playbook_decisions import PendingVerification, SkipPlaybook
+from tritonguard.core.playbook_decisions import PendingIntent, PendingVerification, SkipPlaybook
 from tritonguard.core.playbook_model import Playbook, Step
 from tritonguard.core.templating import TemplateError, incident_context, render_value
 from tritonguard.runtime.audit_store import AuditStore, PendingUndo
@@ -110,6 +112,9 @@ class PlaybookExecutor:
         self.actions = dict(actions) if actions is not None else load_all()
         # Verifications this process is waiting on: not pending, whatever the store says.
         self.verifying: set[int] = set()
+        # Intents of change steps this process is running or restoring, and of steps it was
+        # cancelled in: those are for the next start to settle, never for this process.
+        self.intending: set[int] = set()
 
     def reloads(self, book: Playbook) -> bool:
         """Whether any step of the playbook reloads a model."""
@@ -335,14 +340,23 @@ class PlaybookExecutor:
                 if action.kind == "check"
                 else None
             )
+            intents: list[int] = []
+            step_ctx = replace(
+                ctx,
+                intend=functools.partial(
+                    self._intend, event, book.name, step.action, list(undos), intents
+                ),
+            )
             try:
-                result = await action.run(ctx, params)
+                result = await action.run(step_ctx, params)
             except BoundsExceeded as exc:
                 failure = _Failed("skipped", "bounds", str(exc))
             except ActionFailed as exc:
                 failure = _Failed("failed", "", str(exc))
             except asyncio.CancelledError:
-                self._cancelled(event, book, step, rendered, verification)
+                # The intents stay pending and stay in ``intending``: the call may still land
+                # on the server, and only the next start may settle that (reliability.md).
+                self._cancelled(event, book, step, rendered, verification, intents)
                 raise
             except Exception as exc:  # a client error or a bug: recorded, never fatal
                 failure = _Failed("failed", "", f"{type(exc).__name__}: {exc}")
@@ -355,45 +369,95 @@ class PlaybookExecutor:
                 )
                 self.env.on_run()  # the next leader must not judge it again
             if failure is not None:
-                records.append(
-                    self.record(
-                        event,
-                        book.name,
-                        step.action,
-                        rendered,
-                        False,
-                        failure.status,
-                        self.env.clock(),
-                        guard=failure.guard,
-                        reason=failure.reason,
-                    )
-                )
+                # The action judged a failed call (read back, or put the old state back
+                # itself), so its intents are discarded with the failure's record.
+                rec = self._step_record(event, book, step, rendered, failure=failure)
+                self.store.settle_step(rec, intents)
+                self._settled(intents)
+                records.append(rec)
                 if self.actions[step.action].kind == "notify":
                     # A Slack outage must not stop (or undo) a remediation: record it, go on.
                     failure = None
                     continue
                 break
-            records.append(
-                self.record(
-                    event,
-                    book.name,
-                    step.action,
-                    rendered,
-                    False,
-                    "ran",
-                    self.env.clock(),
-                    detail=result.detail,
-                )
+            rec = self._step_record(event, book, step, rendered, detail=result.detail)
+            undo = result.undo
+            undo_id = self.store.settle_step(
+                rec,
+                intents,
+                undo=(undo.action, undo.params, undo.on_resolve) if undo is not None else None,
             )
-            if result.undo is not None:
-                undo = result.undo
-                undo_id = self.store.add_undo(
-                    event.incident_id, book.name, undo.action, undo.params, undo.on_resolve
-                )
+            self._settled(intents)
+            records.append(rec)
+            if undo is not None and undo_id is not None:
                 undos.append(PendingUndo(undo_id, book.name, undo.action, undo.params))
         if failure is not None:
             records += await self._rollback(book, event, ctx, undos, failure)
         return records
+
+    def _step_record(
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        rendered: dict[str, Any],
+        *,
+        failure: _Failed | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> ActionRecord:
+        """Return (without writing) the record of a step that ran, or failed with ``failure``."""
+        return ActionRecord(
+            at=self.env.clock(),
+            incident_id=event.incident_id,
+            event=event.event,
+            playbook=book.name,
+            subject=event.subject.key(),
+            action=step.action,
+            params=rendered,
+            dry_run=False,
+            status="ran" if failure is None else failure.status,
+            guard=failure.guard if failure is not None else "",
+            reason=failure.reason if failure is not None else "",
+            detail=detail or {},
+        )
+
+    def _intend(  # noqa: PLR0917 - bound per step with partial; the action passes ``undo``
+        self,
+        event: IncidentEvent,
+        playbook: str,
+        action: str,
+        earlier: list[PendingUndo],
+        intents: list[int],
+        undo: UndoStep,
+    ) -> None:
+        """Write a change step's undo down before its call (``ActionContext.intend``).
+
+        A step that cannot put its way back on file does not change anything: the action
+        fails before its call, with the reason.
+        """
+        try:
+            intent_id = self.store.begin_intent(
+                event,
+                playbook,
+                action,
+                (undo.action, undo.params),
+                [u.undo_id for u in earlier],
+                self.env.clock(),
+            )
+        except Exception as exc:  # sqlite3 errors (disk full, read-only file): say so, stop
+            raise ActionFailed(
+                f"cannot write the undo to the audit store before the change ({exc}); "
+                "nothing was changed"
+            ) from None
+        intents.append(intent_id)
+        self.intending.add(intent_id)
+        self.env.on_run()  # the next leader must know about the change in flight
+
+    def _settled(self, intents: list[int]) -> None:
+        """Forget the intents of a step whose outcome is on file; tell the next leader."""
+        if intents:
+            self.intending.difference_update(intents)
+            self.env.on_run()
 
     def _begin_verification(
         self, event: IncidentEvent, book: Playbook, params: Any, undos: list[PendingUndo]
@@ -411,21 +475,29 @@ class PlaybookExecutor:
         self.verifying.add(verification)
         return verification
 
-    def _cancelled(
+    def _cancelled(  # noqa: PLR0917 - the step, and what it left waiting for the restart
         self,
         event: IncidentEvent,
         book: Playbook,
         step: Step,
         rendered: dict[str, Any],
         verification: int | None,
+        intents: list[int],
     ) -> None:
-        """Record the step the daemon stopped in; a verification stays pending for the restart."""
-        reason = (
-            "the daemon stopped during the verification; the next start (or the next leader) "
-            "resumes it, or rolls the change back if it cannot judge it"
-            if verification is not None
-            else "the daemon stopped during this step; its outcome on the server is unknown"
-        )
+        """Record the step the daemon stopped in; a verification or intent waits for the restart."""
+        if verification is not None:
+            reason = (
+                "the daemon stopped during the verification; the next start (or the next "
+                "leader) resumes it, or rolls the change back if it cannot judge it"
+            )
+        elif intents:
+            reason = (
+                "the daemon stopped during this step; its outcome on the server is unknown, "
+                "so the next start (or the next leader) puts back the state from before it "
+                "and does not repeat it"
+            )
+        else:
+            reason = "the daemon stopped during this step; its outcome on the server is unknown"
         self.record(
             event,
             book.name,
@@ -442,7 +514,7 @@ class PlaybookExecutor:
     ) -> list[ActionRecord]:
         """Judge a verification a stopped daemon left, with fresh data; roll back on failure."""
         book = books.get(pending.playbook)
-        ctx = self._left_context(pending, book)
+        ctx = self._left_context(pending.incident, pending.playbook, book)
         params = self.actions["verify"].params.model_validate(
             {"wait": 0, "checks": list(pending.checks)}
         )
@@ -477,9 +549,58 @@ class PlaybookExecutor:
             f"no fresh data for {pending.incident.subject.key()} to verify the change after a "
             "restart; an unverified change is rolled back",
         )
-        return await self._fail_left(
-            pending, book, self._left_context(pending, book), why, "abandoned", now
+        ctx = self._left_context(pending.incident, pending.playbook, book)
+        return await self._fail_left(pending, book, ctx, why, "abandoned", now)
+
+    async def restore_intent(
+        self, pending: PendingIntent, books: Mapping[str, Playbook], now: float
+    ) -> list[ActionRecord]:
+        """Put back the state from before a change a stopped daemon left in flight.
+
+        Whether the change landed is unknown, and its undo is safe either way (the previous
+        config loaded again, the previous count set again), so it runs without waiting for
+        data; the change itself is never repeated. The rest of the run is then rolled back
+        and escalated, as if the step had failed. The intent is marked before the call, so
+        a daemon that dies during the restore does not restore again at its next start.
+        """
+        book = books.get(pending.playbook)
+        ctx = self._left_context(pending.incident, pending.playbook, book)
+        self.store.settle_intent(pending.intent_id, "restoring")
+        self.env.on_run()  # the next leader must not restore it again
+        why = (
+            f"{pending.action} was in flight when the daemon stopped; its outcome on the "
+            "server is unknown, so the state from before it was put back (the change is not "
+            "repeated)"
         )
+        step = Step(action=pending.undo_action, params=dict(pending.undo_params))
+        # Like a restore on resolve: it puts back what the server had, which no bound limits.
+        first = await self._run_one(
+            pending.playbook,
+            pending.incident,
+            replace(ctx, restoring=True),
+            step,
+            ok_status="rolled_back",
+            phase="rollback",
+            reason=why,
+        )
+        ok = first.status == "rolled_back"
+        self.store.settle_intent(pending.intent_id, "restored" if ok else "restore_failed")
+        subject = pending.incident.subject
+        self.store.record_run(
+            RunRecord(
+                pending.playbook,
+                subject.key(),
+                model_key(subject),
+                now,
+                False,
+                self.actions[step.action].reloads_model if step.action in self.actions else False,
+            ),
+            incident_id=pending.incident.incident_id,
+        )
+        self.env.on_run()
+        undos = self.store.undos_by_id(pending.undo_ids)
+        failure = _Failed("failed", "", f"{pending.action} was in flight when the daemon stopped")
+        return [first, *await self._rollback(book, pending.incident, ctx, undos, failure)]
 
     async def _fail_left(  # noqa: PLR0917 - the verification, its context and the verdict
         self,
@@ -506,11 +627,13 @@ class PlaybookExecutor:
         undos = self.store.undos_by_id(pending.undo_ids)
         return [first, *await self._rollback(book, pending.incident, ctx, undos, failure)]
 
-    def _left_context(self, pending: PendingVerification, book: Playbook | None) -> ActionContext:
-        """Return the context to judge a left verification in, with or without its playbook."""
+    def _left_context(
+        self, incident: IncidentEvent, playbook: str, book: Playbook | None
+    ) -> ActionContext:
+        """Return the context for work a stopped daemon left, with or without its playbook."""
         if book is not None:
-            return self._context(book, pending.incident, False)
-        return self._bare_context(pending.incident, pending.playbook)
+            return self._context(book, incident, False)
+        return self._bare_context(incident, playbook)
 
     def _bare_context(self, event: IncidentEvent, playbook: str) -> ActionContext:
         """Return a context for work whose playbook is no longer loaded (default bounds)."""

@@ -24,8 +24,8 @@ from tritonguard.core.playbook_decisions import (
     AbandonVerify,
     HandOver,
     NoteOpen,
-    PendingVerification,
     Resolve,
+    RestoreIntent,
     ResumeVerify,
     RunPlaybook,
     SkipPlaybook,
@@ -112,7 +112,11 @@ class PlaybookStage:
         open_now = list(self.open_incidents())
         ids = {e.incident_id for e in events} | {e.incident_id for e in open_now}
         ledger = self.store.ledger(
-            ids, since=now - HISTORY_S, busy=self.busy(), in_flight=self.executor.verifying
+            ids,
+            since=now - HISTORY_S,
+            busy=self.busy(),
+            in_flight=self.executor.verifying,
+            intents_in_flight=self.executor.intending,
         )
         features = self.executor.env.features
         ctx = StepContext(
@@ -154,11 +158,15 @@ class PlaybookStage:
                 case ResumeVerify(verification=v):
                     ex.verifying.add(v.verification_id)
                     work = functools.partial(ex.resume_verification, v, books, now)
-                    self._chain(result, v.incident, _owning(ex.verifying, v, work))
+                    self._chain(result, v.incident, _owning(ex.verifying, v.verification_id, work))
                 case AbandonVerify(verification=v):
                     ex.verifying.add(v.verification_id)
                     work = functools.partial(ex.abandon_verification, v, books, now)
-                    self._chain(result, v.incident, _owning(ex.verifying, v, work))
+                    self._chain(result, v.incident, _owning(ex.verifying, v.verification_id, work))
+                case RestoreIntent(intent=i):
+                    ex.intending.add(i.intent_id)
+                    work = functools.partial(ex.restore_intent, i, books, now)
+                    self._chain(result, i.incident, _owning(ex.intending, i.intent_id, work))
         return result
 
     async def run_step(
@@ -226,16 +234,16 @@ async def _at_once(
 
 
 def _owning(
-    verifying: set[int],
-    pending: PendingVerification,
+    in_flight: set[int],
+    item_id: int,
     work: Callable[[], Awaitable[list[ActionRecord]]],
 ) -> Callable[[], Awaitable[list[ActionRecord]]]:
-    """Keep a resumed verification marked in flight until its work is done."""
+    """Keep a resumed verification (or a restored intent) marked in flight until it is done."""
 
     async def run() -> list[ActionRecord]:
         try:
             return await work()
         finally:
-            verifying.discard(pending.verification_id)
+            in_flight.discard(item_id)
 
     return run
