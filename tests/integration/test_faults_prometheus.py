@@ -68,10 +68,6 @@ def settings(tmp_path: Path, prometheus_url: str) -> Settings:
     (books / "tell.yaml").write_text(TELL)
     return Settings(
         prometheus_url=prometheus_url,
-        # Readiness judges sources by the longer of both intervals; there are no scrape
-        # targets here, so the scrape settings only keep that bound short.
-        scrape_interval_s=0.5,
-        scrape_timeout_s=0.5,
         prometheus_interval_s=0.5,
         prometheus_timeout_s=2.0,
         prometheus_backfill_s=30.0,

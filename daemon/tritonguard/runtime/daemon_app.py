@@ -422,12 +422,18 @@ class DaemonApp:
         """Ready when some source delivered recently and the engine evaluated recently."""
         now = self.clock()
         s = self.settings
-        stale_after = 3 * max(s.scrape_interval_s, s.prometheus_interval_s) + s.scrape_timeout_s
+        # Each source by its own cadence: a Prometheus polled every 5 s that went away must not
+        # look fresh for three 15 s scrape intervals it never had.
+        stale_after = {
+            "scrape": 3 * s.scrape_interval_s + s.scrape_timeout_s,
+            "prometheus": 3 * s.prometheus_interval_s + s.prometheus_timeout_s,
+        }
+        longest = max(stale_after.values())
         targets: dict[str, Any] = {}
         fresh = False
         for (source, target), health in sorted(self._health.items()):
             age = None if health.ok_at is None else round(now - health.ok_at, 3)
-            fresh = fresh or (age is not None and age <= stale_after)
+            fresh = fresh or (age is not None and age <= stale_after.get(source, longest))
             targets[f"{source}/{target}"] = {
                 "ok": health.last.ok if health.last else False,
                 "last_success_age_s": age,
