@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -195,11 +196,12 @@ def write_cases(
     """Write one rule file per scrape interval and one test file per case; return the tests."""
     t = thresholds or Thresholds()
     directory.mkdir(parents=True, exist_ok=True)
-    out = []
+    out, written = [], set()
     for case in cases:
         rules = directory / f"rules_{round(case.interval_s * 1000)}ms.yaml"
-        if not rules.exists():
+        if rules not in written:
             rules.write_text(render_yaml(rule_file([rule_group(t, case.interval_s)])))
+            written.add(rules)
         test = directory / f"{case.name}.test.yaml"
         doc = promtool_test(case, rules, expected(case))
         test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
@@ -332,34 +334,113 @@ def fired(output: str) -> dict[str, float]:
     return {c: float(v) for c, v in re.findall(r'\{cause="([a-z_]+)"\} ([^,\s]+)', got.group(1))}
 
 
-def measure(variants: Sequence[str], directory: Path) -> list[str]:
-    """Return table rows: per trace and variant, what the rules and the engine first say."""
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What the rules and the engine first say about one trace under one variant."""
+
+    case: Case
+    variant: str
+    fired: dict[str, float]
+    engine_verdict: str
+    engine_cause: str | None
+    engine_delay_s: float | None
+
+    @property
+    def first(self) -> str | None:
+        """The cause whose alert fires first, if any."""
+        return min(self.fired, key=lambda c: self.fired[c]) if self.fired else None
+
+    @property
+    def delay_s(self) -> float | None:
+        """From the onset to the first alert."""
+        first = self.first
+        return None if first is None else self.fired[first] - self.case.onset_s
+
+    @property
+    def verdict(self) -> str:
+        """right, late, wrong, silent or false-alarm, as detection_eval judges the engine."""
+        cause, first, delay = self.case.label["cause"], self.first, self.delay_s
+        if cause is None:
+            return "right" if first is None else "false-alarm"
+        if first is None or delay is None:
+            return "silent"
+        if first != cause or delay < 0:
+            return "wrong"
+        late = self.case.onset_s + delay > self.case.deadline_s
+        return "late" if late else "right"
+
+    @property
+    def agrees(self) -> bool:
+        """Same verdict as the engine, on the same cause."""
+        return self.verdict == self.engine_verdict and self.first == self.engine_cause
+
+
+def measure(variants: Sequence[str], directory: Path) -> list[Measured]:
+    """Run every trace under each variant through the rules, and the engine beside them."""
     binary = promtool_binary()
-    names = sorted(FIRST_FIRING)
-    rows = [
-        "| trace | variant | cause | rules: first alert | onset → fired | engine | onset → opened |"
-    ]
-    rows.append("|---|---|---|---|---|---|---|")
+    out = []
     for variant in variants:
-        cases = [load_case(name, variant) for name in names]
-        order = by_length(cases)
-        tests = write_cases(directory / variant, order, lambda c: None)
-        done = run_promtool(binary, [["test", "rules", str(p)] for p in tests])
-        runs = dict(zip((c.name for c in order), done, strict=True))
-        for case in cases:
-            run = runs[case.name]
-            got = fired(run.output)
-            first = min(got, key=lambda c: got[c]) if got else None
-            delay = "" if first is None else f"{got[first] - case.onset_s:+.0f}s"
-            others = sorted(set(got) - {first} if first else set())
+        cases = by_length(load_case(name, variant) for name in sorted(FIRST_FIRING))
+        tests = write_cases(directory / variant, cases, lambda c: None)
+        runs = run_promtool(binary, [["test", "rules", str(p)] for p in tests])
+        for case, run in zip(cases, runs, strict=True):
             engine = score(case.name, TRACES, variant)
-            engine_delay = "" if engine.delay_s is None else f"{engine.delay_s:+.0f}s"
-            rows.append(
-                f"| {case.name} | {variant} | {case.label['cause'] or 'healthy'} | "
-                f"{first or '-'}{' (+' + ', '.join(others) + ')' if others else ''} | {delay} | "
-                f"{engine.got or '-'} ({engine.verdict}) | {engine_delay} |"
+            out.append(
+                Measured(
+                    case, variant, fired(run.output), engine.verdict, engine.got, engine.delay_s
+                )
             )
-    return rows
+    return sorted(out, key=lambda m: (variants.index(m.variant), m.case.name))
+
+
+def report(results: Sequence[Measured]) -> str:
+    """Return the per-trace table and, per variant, the counts docs/detection.md quotes."""
+
+    def secs(v: float | None) -> str:
+        return "" if v is None else f"{v:+.0f}s"
+
+    rows = [
+        "| trace | variant | cause | rules: first alert (others) | onset → fired | engine | onset → opened |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in results:
+        others = sorted(set(m.fired) - {m.first}) if m.first else []
+        extra = f" (+{', '.join(others)})" if others else ""
+        rows.append(
+            f"| {m.case.name} | {m.variant} | {m.case.label['cause'] or 'healthy'} | "
+            f"{m.first or '-'}{extra} ({m.verdict}) | {secs(m.delay_s)} | "
+            f"{m.engine_cause or '-'} ({m.engine_verdict}) | {secs(m.engine_delay_s)} |"
+        )
+    rows.append("")
+    for variant in dict.fromkeys(m.variant for m in results):
+        mine = [m for m in results if m.variant == variant]
+        counts = {
+            v: sum(m.verdict == v for m in mine) for v in ("right", "late", "wrong", "silent")
+        }
+        alarms = sum(m.verdict == "false-alarm" for m in mine)
+        delays = sorted(m.delay_s for m in mine if m.verdict == "right" and m.delay_s is not None)
+        both = [
+            m for m in mine if m.agrees and m.delay_s is not None and m.engine_delay_s is not None
+        ]
+        # Rules fire on the scrape grid, the engine at the scrape's own time: whole seconds.
+        diffs = [
+            round(m.delay_s) - round(m.engine_delay_s)
+            for m in both
+            if m.delay_s is not None and m.engine_delay_s is not None
+        ]
+        second = sum(len(m.fired) > 1 for m in mine)
+        median = f"{statistics.median(delays):.0f}" if delays else "-"
+        p90 = f"{delays[min(len(delays) - 1, int(0.9 * len(delays)))]:.0f}" if delays else "-"
+        rows.append(
+            f"{variant}: agree with the engine on {sum(m.agrees for m in mine)}/{len(mine)}; "
+            f"rules {counts['right']} right, {counts['late']} late, {counts['wrong']} wrong, "
+            f"{counts['silent']} silent, {alarms} false alarms; a second cause on {second}; "
+            f"delay median {median} s, p90 {p90} s; of {len(diffs)} diagnosed by both, "
+            f"{sum(d == 0 for d in diffs)} at the same scrape, {sum(d > 0 for d in diffs)} later "
+            f"(at most {max(diffs, default=0)} s), {sum(d < 0 for d in diffs)} earlier "
+            f"(at most {-min(diffs, default=0)} s)"
+        )
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
@@ -367,4 +448,4 @@ if __name__ == "__main__":
     parser.add_argument("--variants", default="native")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tritonguard-rules-measure"))
     options = parser.parse_args()
-    sys.stdout.write("\n".join(measure(options.variants.split(","), options.workdir)) + "\n")
+    sys.stdout.write(report(measure(options.variants.split(","), options.workdir)))

@@ -542,6 +542,27 @@ class _Builder:
         new = norm(f"{sel} unless {sel} offset {ago}")
         return f"({new} and on (namespace, pod) {self._pod_known(ago)})"
 
+    def window_rate(self, sel: str) -> str:
+        """Per-series rate over the window, as the engine's ``Series.delta`` measures it.
+
+        The increase since the sample at the window's start, over the window: Prometheus'
+        ``rate`` extrapolates instead, by an amount that depends on the counter's value (its
+        zero point), so two counters of one target would be stretched differently and their
+        ratio (queue share, compute per execution) would drift where counters are young. A
+        series that reset in the window falls back to ``rate``, which knows resets; one first
+        seen inside the window (the first window of a Prometheus, a trace or a target) is
+        rated over the time it was seen, as the engine rates it.
+        """
+        w = self.w
+        rng, ago = w.rate_range, duration(w.window_s)
+        # `or` keeps the first alternative a series has: rate where it reset, else the
+        # increase since the window's anchor, else (no anchor) since it was first seen.
+        reset = f"(rate({sel}[{rng}]) and resets({sel}[{rng}]) > 0)"
+        anchored = f"({sel} - {sel} offset {ago}) / {num(w.window_s)}"
+        seen = f"(count_over_time({sel}[{rng}]) - 1) * {num(w.interval_s)} > 0"
+        young = f"({sel} - min_over_time({sel}[{rng}])) / ({seen})"
+        return f"({reset} or {anchored} or {young})"
+
     def subject_rate(self, sel: str, *, scrape: bool = False) -> str:
         """Per-second increase of a counter per subject, over the window or the newest scrape.
 
@@ -550,16 +571,13 @@ class _Builder:
         so a series born inside the range adds its whole value.
         """
         w = self.w
-        fn, rng, span = (
-            ("irate", w.scrape_range, w.interval_s)
-            if scrape
-            else ("rate", w.rate_range, w.window_s)
-        )
+        if scrape:
+            span, increase = w.interval_s, f"irate({sel}[{w.scrape_range}])"
+        else:
+            span, increase = w.window_s, self.window_rate(sel)
+        # `or` takes a born series' whole count first, and the rate of every other one.
         started = self._started(sel, duration(span))
-        return (
-            f"sum by ({BY}) (({norm(f'{fn}({sel}[{rng}])')} unless {started}) "
-            f"or {started} / {num(span)})"
-        )
+        return f"sum by ({BY}) ({started} / {num(span)} or {norm(increase)})"
 
     def counters(self) -> None:
         # Pods in view: with Triton's series, or their container's CPU (cAdvisor), which a
@@ -697,8 +715,6 @@ class _Builder:
         return f"({scaled} >= 0)"
 
     def exporter_features(self) -> None:
-        w = self.w
-        rr = w.rate_range
         gpu = (
             f"{by_pod('DCGM_FI_DEV_GPU_UTIL', 'max')} / 100 or "
             f"{by_pod('nv_gpu_utilization', 'max')}"
@@ -708,16 +724,20 @@ class _Builder:
         self.feature("pcie_tx_bps", to_subjects(by_pod("DCGM_FI_PROF_PCIE_TX_BYTES")))
         self.feature("cpu_host_util", to_subjects(by_pod("nv_cpu_utilization", "max")))
 
-        def containers(metric: str, fn: str = "") -> str:
+        def containers(metric: str, *, rate: str = "") -> str:
             # cAdvisor also exports a pod-level aggregate (container="") and the pause container;
             # old cAdvisors name the container `container_name`.
             new = f'{metric}{{container!~"|POD"}}'
             old = f'{metric}{{container="", container_name!~"|POD"}}'
-            if fn:
-                return f"{fn}({new}[{rr}]) or {fn}({old}[{rr}])"
+            if rate == "window":
+                return f"{self.window_rate(new)} or {self.window_rate(old)}"
+            if rate:
+                # A ratio of one container's own counters: Prometheus' extrapolation cancels.
+                rr = self.w.rate_range
+                return f"rate({new}[{rr}]) or rate({old}[{rr}])"
             return f"{new} or {old}"
 
-        cores = by_pod(containers("container_cpu_usage_seconds_total", "rate"))
+        cores = by_pod(containers("container_cpu_usage_seconds_total", rate="window"))
         self.feature("container_cpu_cores", to_subjects(cores))
         quota = by_pod(f"({containers('container_spec_cpu_quota')}) > 0")
         period = by_pod(containers("container_spec_cpu_period"), "max")
@@ -731,8 +751,8 @@ class _Builder:
             "container_cpu_saturation",
             _per(_f("container_cpu_cores"), _f("cpu_quota_cores")),
         )
-        throttled = by_pod(containers("container_cpu_cfs_throttled_periods_total", "rate"))
-        periods = by_pod(containers("container_cpu_cfs_periods_total", "rate"))
+        throttled = by_pod(containers("container_cpu_cfs_throttled_periods_total", rate="ratio"))
+        periods = by_pod(containers("container_cpu_cfs_periods_total", rate="ratio"))
         self.feature(
             "throttled_ratio", to_subjects(f"{throttled} / on (namespace, pod) ({periods} > 0)")
         )
@@ -740,13 +760,13 @@ class _Builder:
         self._ingress()
 
     def _node_busy(self) -> str:
-        rr = self.w.rate_range
         cpu = "node_cpu_seconds_total"
         idle = f'{cpu}{{mode=~"idle|iowait"}}'
 
         def busy(key: str, relabel: str = "") -> str:
             def wrap(sel: str) -> str:
-                inner = f"rate({sel}[{rr}])"
+                # A ratio of one node's own counters: Prometheus' extrapolation cancels.
+                inner = f"rate({sel}[{self.w.rate_range}])"
                 return relabel.replace("{}", inner) if relabel else inner
 
             return (
@@ -768,7 +788,6 @@ class _Builder:
         return f"max by (namespace, pod) ({via_node} or on (namespace, pod) {via_host})"
 
     def _ingress(self) -> None:
-        rr = self.w.rate_range
         metric = "nginx_ingress_controller_requests"
 
         def by_model(sel: str) -> str:
@@ -781,7 +800,7 @@ class _Builder:
                 f"(({sel} unless {sel} offset {ago}) and on (instance) "
                 f"group by (instance) ({metric} offset {ago}))"
             )
-            e = f"((rate({sel}[{rr}]) unless {born}) or {born} / {num(self.w.window_s)})"
+            e = f"({born} / {num(self.w.window_s)} or {self.window_rate(sel)})"
             e = f'label_replace({e}, "tg_model", "$1", "model", "(.+)")'
             e = f'label_replace({e}, "model", "$1", "service", "(.+)")'
             e = f'label_replace({e}, "model", "$1", "ingress", "(.+)")'
