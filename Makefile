@@ -38,7 +38,7 @@ live: venv system-deps
 
 # The whole test suite: lint, type checks, layer contracts, unit, replay and live end-to-end tests.
 test: venv system-deps lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 # The main job: a local Triton, the daemon against it, faults injected one after another.
 demo: venv system-deps
