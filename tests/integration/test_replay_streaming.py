@@ -74,9 +74,11 @@ def test_a_series_whose_points_go_back_in_time_is_refused_at_its_line(tmp_path: 
     text = _series_by_series(series=2, steps=3).replace("# EOF\n", "")
     text += f'probe{{i="late"}} 1 {START + 5:.0f}\nprobe{{i="late"}} 2 {START:.0f}\n# EOF\n'
     path = _write(tmp_path / "t.om.gz", text)
-    with pytest.raises(TraceError, match=r"t\.om\.gz:9: .*goes back.*time order"):
-        with open_trace(path, bucket_samples=4, bucket_span_s=60.0) as trace:
-            list(trace)
+    with (
+        pytest.raises(TraceError, match=r"t\.om\.gz:9: .*goes back.*time order"),
+        open_trace(path, bucket_samples=4, bucket_span_s=60.0) as trace,
+    ):
+        list(trace)
 
 
 def test_one_instant_larger_than_the_budget_streams_in_file_order(tmp_path: Path) -> None:
