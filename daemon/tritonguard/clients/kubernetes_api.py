@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
 
 from tritonguard.clients.ports import Hpa, KubeApi, WorkloadKind
+from tritonguard.core.pod_targets import ContainerPort, OwnerRef, Pod
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -85,22 +86,6 @@ class KubernetesError(Exception):
 
 
 @dataclass(frozen=True)
-class Pod:
-    """The parts of a pod tritonguard follows (readiness, placement, ownership)."""
-
-    namespace: str
-    name: str
-    phase: str
-    ready: bool
-    labels: Mapping[str, str]
-    node: str | None
-    ip: str | None
-    resource_version: str
-    owner_kind: str | None = None
-    owner_name: str | None = None
-
-
-@dataclass(frozen=True)
 class PodEvent:
     """One change seen by :meth:`KubernetesClient.watch_pods`."""
 
@@ -122,6 +107,7 @@ class _Failure:
 
 
 _END = object()
+_OPENED = object()
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -175,27 +161,67 @@ def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _ports(spec: Mapping[str, Any]) -> tuple[ContainerPort, ...]:
+    out: list[ContainerPort] = []
+    for c in map(_mapping, _list(spec.get("containers"))):
+        for p in map(_mapping, _list(c.get("ports"))):
+            number = p.get("containerPort")
+            if isinstance(number, int) and not isinstance(number, bool):
+                out.append(
+                    ContainerPort(str(c.get("name") or ""), str(p.get("name") or ""), number)
+                )
+    return tuple(out)
+
+
 def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
-    """Build a :class:`Pod` from its JSON form (as listed or as sent by a watch)."""
-    md = obj.get("metadata") or {}
-    status = obj.get("status") or {}
+    """Build a :class:`Pod` from its JSON form (as listed or as sent by a watch).
+
+    Parts of the wrong shape are read as absent; a pod without a name raises ValueError.
+    """
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"a pod must be an object, not {type(obj).__name__}")
+    md = _mapping(obj.get("metadata"))
+    status = _mapping(obj.get("status"))
+    spec = _mapping(obj.get("spec"))
+    if not md.get("name") or not isinstance(md.get("name"), str):
+        raise ValueError("a pod without metadata.name")
     ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
+        _mapping(c).get("type") == "Ready" and _mapping(c).get("status") == "True"
+        for c in _list(status.get("conditions"))
     )
-    owners = md.get("ownerReferences") or []
-    owner = owners[0] if owners else {}
+    owners = tuple(
+        OwnerRef(str(o.get("kind") or ""), str(o.get("name") or ""), o.get("controller") is True)
+        for o in map(_mapping, _list(md.get("ownerReferences")))
+        if o.get("kind") and o.get("name")
+    )
+    first = next((o for o in owners if o.controller), owners[0] if owners else None)
+    labels = {str(k): str(v) for k, v in _mapping(md.get("labels")).items()}
+    notes = {str(k): str(v) for k, v in _mapping(md.get("annotations")).items()}
+    node, ip = spec.get("nodeName"), status.get("podIP")
     return Pod(
         namespace=str(md.get("namespace", "")),
-        name=str(md.get("name", "")),
+        name=str(md["name"]),
         phase=str(status.get("phase") or "Unknown"),
         ready=ready,
-        labels=dict(md.get("labels") or {}),
-        node=(obj.get("spec") or {}).get("nodeName"),
-        ip=status.get("podIP"),
+        labels=labels,
+        node=node if isinstance(node, str) else None,
+        ip=ip if isinstance(ip, str) and ip else None,
         resource_version=str(md.get("resourceVersion", "")),
-        owner_kind=owner.get("kind"),
-        owner_name=owner.get("name"),
+        owner_kind=first.kind if first else None,
+        owner_name=first.name if first else None,
+        uid=str(md.get("uid") or ""),
+        annotations=notes,
+        ports=_ports(spec),
+        owners=owners,
+        deleting=bool(md.get("deletionTimestamp")),
     )
 
 
@@ -232,6 +258,8 @@ class KubernetesClient(KubeApi):
     timeout_s: float = 10.0
     monotonic: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # Told about every pod object skipped as malformed (the caller logs it).
+    on_malformed: Callable[[str], None] | None = None
     _observed: dict[tuple[str, str], _Observed] = field(default_factory=dict, init=False)
 
     @classmethod
@@ -401,11 +429,19 @@ class KubernetesClient(KubeApi):
                 label_selector=label_selector or None,
             )
         )
-        items = [
-            pod_from_dict({**p, "metadata": {"namespace": namespace, **p.get("metadata", {})}})
-            for p in pods.get("items", [])
-        ]
+        items: list[Pod] = []
+        for raw in map(_mapping, _list(pods.get("items"))):
+            md = {"namespace": namespace, **_mapping(raw.get("metadata"))}
+            try:
+                items.append(pod_from_dict({**raw, "metadata": md}))
+            except ValueError as exc:
+                self._malformed(namespace, exc)
         return items, str(pods.get("metadata", {}).get("resourceVersion", ""))
+
+    def _malformed(self, namespace: str, exc: ValueError) -> None:
+        """Report a pod object that cannot be read (it is skipped, never fatal)."""
+        if self.on_malformed is not None:
+            self.on_malformed(_one_line(f"pods in {namespace}: skipped a malformed pod: {exc}"))
 
     async def list_pods(self, namespace: str, label_selector: str = "") -> list[Pod]:
         """List the pods of a namespace that match a label selector."""
@@ -413,7 +449,12 @@ class KubernetesClient(KubeApi):
         return pods
 
     async def _stream_pods(
-        self, namespace: str, label_selector: str, resource_version: str, timeout_s: int
+        self,
+        namespace: str,
+        label_selector: str,
+        resource_version: str,
+        timeout_s: int,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[JsonObj]:
         """Yield raw watch events from one watch request, read by a dedicated thread."""
         loop = asyncio.get_running_loop()
@@ -443,6 +484,7 @@ class KubernetesClient(KubeApi):
                 status = int(getattr(resp, "status", 200))
                 if not 200 <= status < 300:
                     raise ApiException(status=status, reason=resp.reason, body=resp.data)
+                put(_OPENED)
                 for line in iter_resp_lines(resp):
                     if stop.is_set():
                         return
@@ -464,6 +506,10 @@ class KubernetesClient(KubeApi):
                 item = await queue.get()
                 if item is _END:
                     return
+                if item is _OPENED:
+                    if on_open is not None:
+                        on_open()
+                    continue
                 if isinstance(item, _Failure):
                     raise translate_error(item.error, f"watch pods in {namespace}", self.host)
                 assert isinstance(item, dict)
@@ -486,14 +532,18 @@ class KubernetesClient(KubeApi):
         initial_backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         on_error: Callable[[KubernetesError], None] | None = None,
+        on_synced: Callable[[], None] | None = None,
     ) -> AsyncGenerator[PodEvent, None]:
         """Follow pods forever: the current ones as ADDED, then every change.
 
-        Each watch request resumes from the last resourceVersion seen. When the server says
-        that version is too old (410 Gone) the pods are listed again and the differences are
-        emitted, so no change is lost. While the API server is down or slow the watch retries
-        with exponential backoff, reporting each failure to ``on_error``; other errors (403,
-        404) are raised. Close the iterator (``contextlib.aclosing``) to stop it promptly.
+        Each watch request resumes from the last resourceVersion seen, and asks for bookmarks
+        so that an idle watch still advances it. When the server says that version is too old
+        (410 Gone) the pods are listed again and the differences are emitted, so no change is
+        lost. While the API server is down or slow the watch retries with exponential backoff,
+        reporting each failure to ``on_error``; other errors (403, 404) are raised.
+        ``on_synced`` is called whenever the view is current again: after a list, and when a
+        watch request is accepted. Close the iterator (``contextlib.aclosing``) to stop it
+        promptly.
         """
         known: dict[str, Pod] = {}
         rv = resource_version
@@ -512,9 +562,14 @@ class KubernetesClient(KubeApi):
                     for name in sorted(set(known) - set(current)):
                         yield PodEvent("DELETED", known[name])
                     known = current
+                    if on_synced is not None:
+                        on_synced()
                 opened = time.monotonic()
                 events_seen = 0
-                async for raw in self._stream_pods(namespace, label_selector, rv, watch_timeout_s):
+                stream = self._stream_pods(
+                    namespace, label_selector, rv, watch_timeout_s, on_open=on_synced
+                )
+                async for raw in stream:
                     events_seen += 1
                     kind = raw.get("type")
                     obj = raw.get("object") or {}
@@ -530,7 +585,13 @@ class KubernetesClient(KubeApi):
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if kind not in ("ADDED", "MODIFIED", "DELETED"):
                         continue  # BOOKMARK: only the resourceVersion matters
-                    pod = pod_from_dict(obj)
+                    try:
+                        pod = pod_from_dict(
+                            {**obj, "metadata": {"namespace": namespace, **obj.get("metadata", {})}}
+                        )
+                    except (ValueError, TypeError, AttributeError) as exc:
+                        self._malformed(namespace, ValueError(str(exc)))
+                        continue
                     if kind == "DELETED":
                         known.pop(pod.name, None)
                     else:
@@ -548,6 +609,23 @@ class KubernetesClient(KubeApi):
                     on_error(err)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff_s)
+
+    async def read_replicaset_owner(self, namespace: str, name: str) -> OwnerRef | None:
+        """Return the controller of a ReplicaSet (its Deployment), or None when it has none."""
+        rs = await self._call(
+            f"read ReplicaSet {namespace}/{name}",
+            self._apps.read_namespaced_replica_set,
+            name,
+            namespace,
+        )
+        refs = [
+            _mapping(o)
+            for o in _list(_mapping(self._json(rs).get("metadata")).get("ownerReferences"))
+        ]
+        ref = next((o for o in refs if o.get("controller") is True), refs[0] if refs else None)
+        if ref is None or not ref.get("kind") or not ref.get("name"):
+            return None
+        return OwnerRef(str(ref["kind"]), str(ref["name"]), ref.get("controller") is True)
 
     # -- events -----------------------------------------------------------------------------
 

@@ -6,11 +6,13 @@ import copy
 import hashlib
 import uuid
 
+from tests.fakes.kube.objects import new_object
 from tests.fakes.kube.pods import Owner, PodFactory, owner_of, pod_ready
 from tests.fakes.kube.resources import (
     DEPLOYMENTS,
     HPAS,
     PODS,
+    REPLICASETS,
     STATEFULSETS,
     WORKLOADS,
     JsonObj,
@@ -72,14 +74,16 @@ class Controllers:
             tmpl_hash = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:10]
             labels["pod-template-hash"] = tmpl_hash
             ref_kind, ref_name = "ReplicaSet", f"{name}-{tmpl_hash}"
+            ref_uid = self.replicaset(namespace, wl, ref_name, labels, want)
         else:
             ref_kind, ref_name = "StatefulSet", name
+            ref_uid = wl["metadata"]["uid"]
         owner = Owner(
             {
                 "apiVersion": "apps/v1",
                 "kind": ref_kind,
                 "name": ref_name,
-                "uid": wl["metadata"]["uid"],
+                "uid": ref_uid,
                 "controller": True,
                 "blockOwnerDeletion": True,
             },
@@ -118,6 +122,35 @@ class Controllers:
             for p in reversed(pods[want:] if len(pods) > want else []):
                 self.store.delete(PODS, namespace, p["metadata"]["name"])
         self.refresh_workload_status(namespace, only=(rtype, name))
+
+    def replicaset(
+        self, namespace: str, deployment: JsonObj, name: str, labels: dict[str, str], want: int
+    ) -> str:
+        """Keep the Deployment's one ReplicaSet, owned by it, at ``want``; return its uid."""
+        rs = self.store.get(REPLICASETS, namespace, name)
+        if rs is None:
+            rs = new_object(name, namespace, labels)
+            rs["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": deployment["metadata"]["name"],
+                    "uid": deployment["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+            rs["spec"] = {
+                "replicas": want,
+                "selector": {"matchLabels": dict(labels)},
+                "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": []}},
+            }
+            rs = self.store.put(REPLICASETS, namespace, rs)
+        elif rs["spec"].get("replicas") != want:
+            new = copy.deepcopy(rs)
+            new["spec"]["replicas"] = want
+            rs = self.store.update(REPLICASETS, namespace, new)
+        return str(rs["metadata"]["uid"])
 
     def refresh_workload_status(
         self, namespace: str, only: tuple[ResourceType, str] | None = None

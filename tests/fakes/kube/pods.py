@@ -21,9 +21,17 @@ class Owner:
     id: str
 
 
-def container() -> JsonObj:
-    """Return the single container every pod and pod template of the fake runs."""
-    return {"name": "main", "image": IMAGE}
+def container(ports: dict[str, int] | None = None) -> JsonObj:
+    """Return the single container every pod and pod template of the fake runs.
+
+    ``ports`` names its container ports (``{"http": 8000, "metrics": 8002}``).
+    """
+    out: JsonObj = {"name": "main", "image": IMAGE}
+    if ports:
+        out["ports"] = [
+            {"name": name, "containerPort": port, "protocol": "TCP"} for name, port in ports.items()
+        ]
+    return out
 
 
 def pod_ready(pod: JsonObj) -> bool:
@@ -89,12 +97,21 @@ class PodFactory:
         ready: bool | None,
         node: str,
         owner: Owner | None = None,
+        ip: str | None = None,
+        ports: dict[str, int] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> JsonObj:
-        """Return a new pod on ``node``, owned by ``owner`` if given."""
+        """Return a new pod on ``node``, owned by ``owner`` if given.
+
+        ``ip`` is its pod IP (else one is made up), ``ports`` its named container ports.
+        """
         pod = new_object(name, namespace, labels)
+        notes = dict(annotations or {})
         if owner is not None:
             pod["metadata"]["ownerReferences"] = [owner.ref]
-            pod["metadata"]["annotations"] = {OWNER_ANNOTATION: owner.id}
-        pod["spec"] = {"nodeName": node, "containers": [container()]}
-        pod["status"] = self.status(phase, ready, None)
+            notes[OWNER_ANNOTATION] = owner.id
+        if notes:
+            pod["metadata"]["annotations"] = notes
+        pod["spec"] = {"nodeName": node, "containers": [container(ports)]}
+        pod["status"] = self.status(phase, ready, ip)
         return pod

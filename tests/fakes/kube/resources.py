@@ -77,6 +77,15 @@ STATEFULSETS = ResourceType(
     categories=("all",),
     status_via_subresource=True,
 )
+# Read-only here: the Deployment controller keeps one per Deployment (the pods' owner).
+REPLICASETS = ResourceType(
+    "apps",
+    "v1",
+    "replicasets",
+    "ReplicaSet",
+    short_names=("rs",),
+    status_via_subresource=True,
+)
 HPAS = ResourceType(
     "autoscaling",
     "v2",
@@ -94,6 +103,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     NAMESPACES,
     DEPLOYMENTS,
     STATEFULSETS,
+    REPLICASETS,
     HPAS,
     LEASES,
 )

@@ -20,6 +20,7 @@ from tests.fakes.kube.resources import (
     HPAS,
     NAMESPACES,
     PODS,
+    REPLICASETS,
     STATEFULSETS,
     JsonObj,
     type_of_kind,
@@ -36,11 +37,12 @@ class FakeKube:
     No API server can run on the machines where tritonguard is developed, so this serves the
     subset of the Kubernetes API that tritonguard uses, with the real URL layout, JSON shapes and
     semantics: legacy discovery, ``apps/v1`` Deployments and StatefulSets with the ``scale``
-    subresource, ``autoscaling/v2`` HorizontalPodAutoscalers, ``core/v1`` Pods (list, label and
-    field selectors, streaming watch), Events and Namespaces, and ``coordination.k8s.io/v1``
-    Leases. Writes bump a cluster-wide ``resourceVersion``; a ``PUT`` with a stale one gets
-    ``409 Conflict``; errors are ``Status`` objects. ``kubectl`` asks for server-side ``Table``
-    output and gets it.
+    subresource, their ReplicaSets (read-only, one per Deployment), ``autoscaling/v2``
+    HorizontalPodAutoscalers, ``core/v1`` Pods (list, label and field selectors, streaming
+    watch with bookmarks), Events and Namespaces, and ``coordination.k8s.io/v1`` Leases.
+    Writes bump a cluster-wide ``resourceVersion``; a ``PUT`` with a stale one gets ``409
+    Conflict``; errors are ``Status`` objects. ``kubectl`` asks for server-side ``Table`` output
+    and gets it.
 
     It is not a cluster: there is no scheduler and no admission. A tiny controller does what
     tritonguard's tests need: scaling a Deployment or StatefulSet creates or deletes its pods (so
@@ -257,12 +259,70 @@ class FakeKube:
         phase: str = "Running",
         ready: bool | None = None,
         node: str = "gpu-node-1",
+        ip: str | None = None,
+        ports: dict[str, int] | None = None,
+        annotations: dict[str, str] | None = None,
+        owner: tuple[str, str] | None = None,
     ) -> JsonObj:
-        """Create a pod directly (not owned by a workload)."""
+        """Create a pod directly (not managed by the fake's controller).
+
+        ``ip`` and ``ports`` (named container ports) let a pod point at a real server, such
+        as a lab Triton on ``127.0.0.1``. ``owner`` (``("StatefulSet", "name")``) only writes
+        its ownerReference, so a chain can be shown without a controller replacing the pod.
+        """
         with self._store.lock:
             self.add_namespace(namespace)
-            pod = self._pods.pod(namespace, name, labels or {}, phase=phase, ready=ready, node=node)
+            pod = self._pods.pod(
+                namespace,
+                name,
+                labels or {},
+                phase=phase,
+                ready=ready,
+                node=node,
+                ip=ip,
+                ports=ports,
+                annotations=annotations,
+            )
+            if owner is not None:
+                kind, owner_name = owner
+                target = self._store.get(type_of_kind(kind), namespace, owner_name)
+                pod["metadata"]["ownerReferences"] = [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": kind,
+                        "name": owner_name,
+                        "uid": target["metadata"]["uid"] if target else "",
+                        "controller": True,
+                    }
+                ]
             return copy.deepcopy(self._store.create(PODS, namespace, pod))
+
+    def add_replicaset(self, namespace: str, name: str, deployment: str | None = None) -> JsonObj:
+        """Create a bare ReplicaSet (owned by ``deployment``, if given) for pods to name."""
+        rs = new_object(name, namespace, {})
+        if deployment is not None:
+            rs["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": deployment,
+                    "uid": "",
+                    "controller": True,
+                }
+            ]
+        rs["spec"] = {"replicas": 0, "selector": {"matchLabels": {}}, "template": {}}
+        with self._store.lock:
+            self.add_namespace(namespace)
+            return copy.deepcopy(self._store.put(REPLICASETS, namespace, rs))
+
+    @property
+    def bookmark_interval_s(self) -> float:
+        """How often watches that allow bookmarks get one (a minute, as a real server)."""
+        return self._store.bookmark_interval_s
+
+    @bookmark_interval_s.setter
+    def bookmark_interval_s(self, seconds: float) -> None:
+        self._store.bookmark_interval_s = seconds
 
     def set_pod_phase(
         self, namespace: str, name: str, phase: str, ready: bool | None = None

@@ -43,6 +43,8 @@ class Store:
         self.objects: dict[Key, JsonObj] = {}
         self.log: list[Change] = []
         self.watch_log_size = 2000
+        # How often a watch that asked for bookmarks gets one (the real server: about a minute).
+        self.bookmark_interval_s = 60.0
         self.rv = 1000
         self.oldest_rv = self.rv
         self.changed: asyncio.Event | None = None

@@ -13,6 +13,7 @@ from tests.fakes.kube.resources import (
     HPAS,
     LEASES,
     PODS,
+    REPLICASETS,
     STATEFULSETS,
     JsonObj,
     ResourceType,
@@ -107,6 +108,13 @@ _PRINTERS: dict[str, list[tuple[JsonObj, Cell]]] = {
         _AGE,
     ],
     STATEFULSETS.key: [_NAME, (_col("Ready"), _replicas_ready), _AGE],
+    REPLICASETS.key: [
+        _NAME,
+        (_col("Desired", "integer"), lambda o: _spec(o).get("replicas", 0)),
+        (_col("Current", "integer"), lambda o: _status(o).get("replicas", 0)),
+        (_col("Ready", "integer"), lambda o: _status(o).get("readyReplicas", 0)),
+        _AGE,
+    ],
     HPAS.key: [
         _NAME,
         (_col("Reference"), _hpa_reference),

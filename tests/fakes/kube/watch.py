@@ -28,6 +28,15 @@ def event_type(change: Change, match: Callable[[JsonObj], bool]) -> str | None:
     return "DELETED" if was_match else None
 
 
+def bookmark(rtype: ResourceType, rv: int) -> JsonObj:
+    """Return the object of a BOOKMARK event: only kind, apiVersion and a resourceVersion."""
+    return {
+        "kind": rtype.kind,
+        "apiVersion": rtype.api_version,
+        "metadata": {"resourceVersion": str(rv)},
+    }
+
+
 async def serve_watch(
     request: web.Request,
     store: Store,
@@ -55,7 +64,7 @@ async def serve_watch(
     opened(request)
 
     async def send(kind: str, obj: JsonObj) -> None:
-        if table_of and kind != "ERROR":
+        if table_of and kind not in ("ERROR", "BOOKMARK"):
             obj = table(rtype, [obj], obj["metadata"]["resourceVersion"], include)
         await resp.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
@@ -73,21 +82,32 @@ async def serve_watch(
         gone = ApiError(410, "Expired", f"too old resource version: {since} ({store.oldest_rv})")
         await send("ERROR", gone.status())
         return resp
+    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    next_bookmark = time.monotonic() + store.bookmark_interval_s
     try:
         for obj in initial:
             await send("ADDED", obj)
         while not store.closing:
             changed = store.changed
+            with store.lock:
+                scanned = store.rv
             for change in store.changes_since(rtype.key, last):
                 last = change.rv
                 kind = event_type(change, match)
                 if kind is not None:
                     await send(kind, change.obj)
+            if bookmarks and time.monotonic() >= next_bookmark:
+                # As the real server does: "everything up to here was sent", so an idle
+                # watcher can resume from a recent resourceVersion instead of a 410.
+                last = max(last, scanned)
+                await send("BOOKMARK", bookmark(rtype, last))
+                next_bookmark = time.monotonic() + store.bookmark_interval_s
             left = deadline - time.monotonic()
             if left <= 0 or changed is None:
                 break
+            wait = min(left, next_bookmark - time.monotonic()) if bookmarks else left
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=left)
+                await asyncio.wait_for(changed.wait(), timeout=max(0.0, wait))
     except ConnectionError:
         return resp  # the watcher went away (kubectl killed, client closed)
     with contextlib.suppress(ConnectionError, RuntimeError):
