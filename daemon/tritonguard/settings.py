@@ -286,6 +286,43 @@ class KubeSettings(BaseModel):
         return self
 
 
+class DiscoverySettings(BaseModel):
+    """Find Triton pods through the Kubernetes API: scrape them and reach their HTTP API.
+
+    Off while ``namespaces`` is empty. Pods matching ``label_selector`` in each namespace are
+    followed with a watch; a pod is a target while it is Running and ready and has an IP. Its
+    ports are the container ports named ``metrics_port``/``http_port`` (or numbers), unless the
+    pod's annotations ``tritonguard.io/metrics-port``/``tritonguard.io/http-port`` say
+    otherwise. With ``scrape: false`` (when Prometheus already scrapes the pods) discovery only
+    tells actions and model-config reads where each pod's Triton API is.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespaces: list[str] = Field(default_factory=list, description="Namespaces to watch.")
+    label_selector: str = Field(default="app=triton", description="Which pods are Tritons.")
+    metrics_port: str = Field(default="metrics", min_length=1)
+    http_port: str = Field(default="http", min_length=1)
+    metrics_path: str = Field(default="/metrics", min_length=1)
+    scrape: bool = Field(default=True, description="Scrape discovered pods directly.")
+    resolve_owners: bool = Field(
+        default=True, description="Read each ReplicaSet's owner to name the Deployment."
+    )
+    watch_timeout_s: int = Field(default=300, ge=5, description="One watch request's length.")
+
+    @property
+    def enabled(self) -> bool:
+        """Return whether any namespace is watched."""
+        return bool(self.namespaces)
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces_distinct(cls, value: list[str]) -> list[str]:
+        if any(not ns.strip() for ns in value):
+            raise ValueError("a namespace name cannot be empty")
+        return list(dict.fromkeys(value))
+
+
 class Settings(BaseSettings):
     """Everything the daemon needs; precedence: CLI > environment > config file > defaults."""
 
@@ -351,6 +388,7 @@ class Settings(BaseSettings):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
+    discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     thresholds: Thresholds = Field(
         default_factory=Thresholds,
         description="Engine thresholds (daemon/tritonguard/core/thresholds.py).",
@@ -420,6 +458,16 @@ class Settings(BaseSettings):
         if level not in ("debug", "info", "warning", "error", "critical"):
             raise ValueError("log_level must be one of debug, info, warning, error, critical")
         return level
+
+    @model_validator(mode="after")
+    def _discovery_needs_api(self) -> Settings:
+        k = self.kube
+        if self.discovery.enabled and not (k.in_cluster or k.kubeconfig is not None):
+            raise ValueError(
+                "discovery.namespaces needs the Kubernetes API: set kube.in_cluster: true "
+                "or kube.kubeconfig"
+            )
+        return self
 
     @field_validator("targets")
     @classmethod

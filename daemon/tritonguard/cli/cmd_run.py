@@ -1,4 +1,4 @@
-"""`tritonguard run`: the daemon (static targets and/or Prometheus), or one cycle with --once."""
+"""`tritonguard run`: the daemon (targets, discovered pods, Prometheus), or one cycle with --once."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ async def _serve(settings: Settings) -> int:
     if isinstance(service, str):
         print(f"tritonguard: {service}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = DaemonApp(settings, engine=engine, playbooks=service)
+    app = DaemonApp(settings, engine=engine, playbooks=service, on_targets=service.use_targets)
     service.on_change = app.refresh_model_configs
     await app.run()
     return EXIT_OK

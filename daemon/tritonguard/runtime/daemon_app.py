@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
+from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError
 from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.clients.triton_api import TritonClient, TritonError
@@ -20,7 +21,9 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
+from tritonguard.core.pod_targets import PodTarget
 from tritonguard.core.samples import Sample, label
+from tritonguard.core.targets import target_of
 from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
@@ -28,6 +31,7 @@ from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.http_server import HttpServer
 from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.playbook_reloader import ReloadState
+from tritonguard.runtime.pod_discovery import PodDiscovery, PodWatchApi
 from tritonguard.runtime.self_metrics import SelfMetrics
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, split_listen
@@ -38,6 +42,7 @@ from tritonguard.sources.source_status import PollResult, Source, SourceStatus
 EventsObserver = Callable[[list[IncidentEvent]], Awaitable[None]]
 AlertsCallback = Callable[[list[Alert]], Awaitable[None]]
 ConfigFetcher = Callable[[TargetSettings, str], Awaitable[Mapping[str, Any] | None]]
+TargetsObserver = Callable[[list[TargetSettings]], None]
 
 
 class PlaybookHooks(Protocol):
@@ -120,6 +125,10 @@ class DaemonApp:
     ``shutdown_grace_s`` to finish what is in flight, and it is closed last. It also sees every
     ingested sample (flight recorder). Without it the daemon only diagnoses. ``on_events``
     observes each non-empty batch of transitions (the lab and tests watch the daemon with it).
+    With ``discovery`` settings the daemon follows Triton pods through the Kubernetes API (the
+    client from ``kube`` settings, or ``kube``): it scrapes them and tells ``on_targets``
+    about every target with a Triton API whenever they change (the playbook stage's actions
+    reach them so).
     """
 
     def __init__(
@@ -134,6 +143,8 @@ class DaemonApp:
         sources: Sequence[Source] | None = None,
         config_fetcher: ConfigFetcher | None = None,
         clock: Callable[[], float] = time.time,
+        kube: PodWatchApi | None = None,
+        on_targets: TargetsObserver | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine or Engine(settings.engine_config())
@@ -163,12 +174,80 @@ class DaemonApp:
         # Set by a source poll that brought samples: the evaluator runs on it.
         self._scraped = asyncio.Event()
         self._log = get_logger("tritonguard.daemon")
+        self._on_targets = on_targets
+        self._discovered: list[TargetSettings] = []
+        self._kube_owned: KubernetesClient | None = None
+        self._discovery_problem: str | None = None
+        self.discovery = self._discovery(kube)
 
     # ---- construction ---------------------------------------------------------------------
+    def _discovery(self, kube: PodWatchApi | None) -> PodDiscovery | None:
+        d = self.settings.discovery
+        if not d.enabled:
+            return None
+        if kube is None:
+            k = self.settings.kube
+            try:
+                self._kube_owned = KubernetesClient.from_environment(
+                    kubeconfig=str(k.kubeconfig) if k.kubeconfig is not None else None
+                )
+            except KubernetesError as exc:
+                # The daemon still serves; /readyz says discovery is off and why.
+                self._discovery_problem = str(exc)
+                return None
+            self._kube_owned.on_malformed = lambda why: self._log.warning(
+                "malformed pod skipped", detail=why
+            )
+            kube = self._kube_owned
+        return PodDiscovery(kube, d, on_change=self._use_discovered, metrics=self.metrics)
+
+    @property
+    def scrape_source(self) -> ScrapeSource | None:
+        """Return the direct scrape source, if the daemon scrapes."""
+        return next((s for s in self.sources if isinstance(s, ScrapeSource)), None)
+
+    def known_targets(self) -> list[TargetSettings]:
+        """Return the configured targets, then the discovered ones."""
+        return [*self.settings.targets, *self._discovered]
+
+    def _use_discovered(self, pods: list[PodTarget]) -> None:
+        """Take discovery's current targets: scrape them and make their Triton API known."""
+        static = {t.name for t in self.settings.targets}
+        targets: list[TargetSettings] = []
+        labels: dict[str, tuple[tuple[str, str], ...]] = {}
+        for pod in pods:
+            if pod.name in static:
+                continue  # a configured target of the same name wins
+            try:
+                target = TargetSettings(
+                    name=pod.name,
+                    metrics_url=pod.metrics_url,
+                    triton_url=pod.triton_url,
+                    namespace=pod.namespace,
+                    pod=pod.pod,
+                )
+            except ValueError as exc:
+                self._log.warning("discovered pod skipped", target=pod.name, error=str(exc))
+                continue
+            targets.append(target)
+            labels[pod.name] = pod.labels()
+        before = {t.name for t in self._discovered}
+        self._discovered = targets
+        source = self.scrape_source
+        if source is not None and self.settings.discovery.scrape:
+            source.replace_targets([*self.settings.targets, *targets], labels)
+        gone = before - {t.name for t in targets}
+        for name in gone:
+            self._health.pop(("scrape", name), None)
+            self._models.pop(name, None)
+        self.metrics.forget_targets("scrape", gone)
+        if self._on_targets is not None:
+            self._on_targets([t for t in self.known_targets() if t.triton_url])
+
     def _sources(self) -> list[Source]:
         s = self.settings
         sources: list[Source] = []
-        if s.targets:
+        if s.targets or (s.discovery.enabled and s.discovery.scrape):
             scraper = MetricsScraper(
                 timeout_s=s.scrape_timeout_s,
                 jitter_s=s.scrape_jitter_s,
@@ -209,8 +288,7 @@ class DaemonApp:
                     target=status.target,
                     error=_shown(status.error),
                 )
-        if isinstance(source, ScrapeSource):
-            self._note_models(source, result)
+        self._note_models(result)
         return result
 
     def evaluate(self) -> list[IncidentEvent]:
@@ -346,15 +424,16 @@ class DaemonApp:
                 await self.supervisor.stopping.wait()
 
     # ---- model configs ----------------------------------------------------------------------
-    def _note_models(self, source: ScrapeSource, result: PollResult) -> None:
-        by_instance = {t.instance: t for t in source.targets if t.triton_url}
-        if not by_instance:
+    def _note_models(self, result: PollResult) -> None:
+        # By the identity subjects carry, so series read from Prometheus find their pod too.
+        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        if not by_identity:
             return
         new = False
         for sample in result.samples:
             if not sample.name.startswith("nv_inference_"):
                 continue
-            target = by_instance.get(label(sample.labels, "instance"))
+            target = by_identity.get(target_of(sample.labels))
             model = label(sample.labels, "model")
             if target is None or not model:
                 continue
@@ -373,7 +452,7 @@ class DaemonApp:
         self._want_configs()
 
     async def _refresh_configs(self) -> None:
-        targets = {t.name: t for t in self.settings.targets}
+        targets = {t.name: t for t in self.known_targets()}
         for target_name, models in list(self._models.items()):
             target = targets.get(target_name)
             if target is None:
@@ -396,6 +475,10 @@ class DaemonApp:
         if not target.triton_url:
             return None
         client = self._tritons.get(target.name)
+        if client is not None and client.base_url != target.triton_url.rstrip("/"):
+            # The pod came back under the same name at another address.
+            await client.close()
+            client = None
         if client is None:
             token = target.access_token.get_secret_value() if target.access_token else None
             client = TritonClient(
@@ -416,6 +499,8 @@ class DaemonApp:
         for client in self._tritons.values():
             await client.close()
         self._tritons.clear()
+        if self._kube_owned is not None:
+            self._kube_owned.close()
 
     # ---- readiness, alerts --------------------------------------------------------------------
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -442,13 +527,24 @@ class DaemonApp:
         last_eval = self.engine.last_evaluated
         eval_age = None if last_eval is None else round(now - last_eval, 3)
         evaluated = eval_age is not None and eval_age <= 3 * s.evaluation_interval_s + 1.0
-        sources_ok = fresh or not self.sources
-        ready = sources_ok and evaluated and not self.supervisor.stopping.is_set()
+        # A scrape source with nothing to scrape (discovery found no pod yet) is not a failure.
+        expected = [x for x in self.sources if not isinstance(x, ScrapeSource) or x.targets]
+        sources_ok = fresh or not expected
+        discovery: dict[str, Any] | None = None
+        discovery_ok = True
+        if self.discovery is not None:
+            discovery = self.discovery.status()
+            discovery_ok = bool(discovery["ready"])
+        elif self.settings.discovery.enabled:
+            discovery = {"ready": False, "error": self._discovery_problem}
+            discovery_ok = False
+        ready = sources_ok and evaluated and discovery_ok and not self.supervisor.stopping.is_set()
         state = self._playbooks.playbook_state() if self._playbooks is not None else None
         detail = {
             "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
             "playbooks": state.as_dict() if state is not None else None,
             "sources_fresh": sources_ok,
+            "discovery": discovery,
             "last_evaluation_age_s": eval_age,
             "stopping": self.supervisor.stopping.is_set(),
             "targets": targets,
@@ -494,6 +590,8 @@ class DaemonApp:
                 functools.partial(self._source_loop, source),
                 stage=STAGE_SOURCES,
             )
+        if self.discovery is not None:
+            sup.add("discovery", self.discovery.run, stage=STAGE_SOURCES)
         sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
         sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
         if self._playbooks is not None:
@@ -567,6 +665,8 @@ class DaemonApp:
         """
         if not self.sources:
             self._log.warning("no targets and no prometheus_url: nothing to watch")
+        if self._discovery_problem is not None:
+            self._log.error("pod discovery off", error=self._discovery_problem)
         self.build()
         remove = self.supervisor.install_signal_handlers() if install_signals else None
         if install_signals and self._playbooks is not None:
@@ -575,6 +675,7 @@ class DaemonApp:
         self._log.info(
             "daemon starting",
             targets=[t.name for t in self.settings.targets],
+            discovery=self.settings.discovery.namespaces or None,
             prometheus=redact_url(self.settings.prometheus_url or "") or None,
             dry_run=self.settings.dry_run,
             listen=self.settings.listen,

@@ -37,7 +37,7 @@ from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_
 from tritonguard.runtime.playbook_reloader import PlaybookReloader, ReloadState
 from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.runtime.slack_threads import SlackThreads, build_threads, incident_from_row
-from tritonguard.settings import Settings
+from tritonguard.settings import Settings, TargetSettings
 
 DEFAULT_SLACK_CHANNEL = "#tritonguard"
 
@@ -62,11 +62,15 @@ class TritonDirectory:
     """
 
     clients: dict[tuple[str, str], TritonClient] = field(default_factory=dict)
+    # Found by discovery, replaced as pods come and go; configured targets win a clash.
+    discovered: dict[tuple[str, str], TritonClient] = field(default_factory=dict)
+    timeout_s: float = 5.0
+    _closing: set[asyncio.Task[None]] = field(default_factory=set)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TritonDirectory:
         """Build one client per target that has a ``triton_url``."""
-        out = cls()
+        out = cls(timeout_s=settings.triton_timeout_s)
         for target in settings.targets:
             if not target.triton_url:
                 continue
@@ -76,18 +80,48 @@ class TritonDirectory:
             )
         return out
 
+    def use_targets(self, targets: Iterable[TargetSettings]) -> None:
+        """Know exactly these targets' Triton APIs beside the configured ones (discovery).
+
+        A pod that went away, or came back at another address, loses its old client.
+        """
+        new: dict[tuple[str, str], TritonClient] = {}
+        for target in targets:
+            key = target.identity
+            if not target.triton_url or key in self.clients or key in new:
+                continue
+            old = self.discovered.get(key)
+            if old is not None and old.base_url == target.triton_url.rstrip("/"):
+                new[key] = old
+                continue
+            token = target.access_token.get_secret_value() if target.access_token else None
+            new[key] = TritonClient(target.triton_url, access_token=token, timeout_s=self.timeout_s)
+        for key, client in self.discovered.items():
+            if new.get(key) is not client:
+                task = asyncio.get_running_loop().create_task(client.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+        self.discovered = new
+
     def for_subject(self, subject: Subject) -> TritonApi | None:
         """Return the client for the subject's pod, or None when no Triton URL is known."""
-        client = self.clients.get((subject.namespace, subject.pod))
+        key = (subject.namespace, subject.pod)
+        client = self.clients.get(key) or self.discovered.get(key)
         if client is not None or subject.pod:
             return client
-        same_ns = [c for (ns, _), c in self.clients.items() if ns == subject.namespace]
+        same_ns = [
+            c
+            for (ns, _), c in [*self.clients.items(), *self.discovered.items()]
+            if ns == subject.namespace
+        ]
         return same_ns[0] if len(same_ns) == 1 else None
 
     async def close(self) -> None:
         """Close every client."""
-        for client in self.clients.values():
+        for client in [*self.clients.values(), *self.discovered.values()]:
             await client.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class PlaybookService:
@@ -110,8 +144,10 @@ class PlaybookService:
         closers: Iterable[Callable[[], Any]] = (),
         on_change: Callable[[], None] | None = None,
         threads: SlackThreads | None = None,
+        tritons: TritonDirectory | None = None,
     ) -> None:
         self.stage = stage
+        self.tritons = tritons
         self.threads = threads
         self.reloader = reloader
         self.alerts = alerts or AlertBook()
@@ -161,6 +197,11 @@ class PlaybookService:
         if self.reloader is not None:
             tasks["playbook-reloader"] = self.reloader.run
         return tasks
+
+    def use_targets(self, targets: list[TargetSettings]) -> None:
+        """Let actions reach these targets' Triton APIs (the daemon's discovered pods)."""
+        if self.tritons is not None:
+            self.tritons.use_targets(targets)
 
     def reload(self) -> None:
         """Reload the playbook files now (SIGHUP)."""
@@ -360,4 +401,5 @@ def build_service(
         closers=closers,
         on_change=on_change,
         threads=threads,
+        tritons=tritons,
     )

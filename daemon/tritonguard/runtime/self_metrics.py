@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
 
@@ -153,6 +154,25 @@ class SelfMetrics:
             registry=registry,
         )
         self._shed_seen: dict[str, int] = {}
+        self.discovery_targets = Gauge(
+            "tritonguard_discovery_targets",
+            "Triton pods discovery found ready to scrape, by namespace.",
+            ["namespace"],
+            registry=registry,
+        )
+        self.discovery_synced = Gauge(
+            "tritonguard_discovery_synced",
+            "1 while discovery's view of a namespace is current (listed, watch open), else 0.",
+            ["namespace"],
+            registry=registry,
+        )
+        self.discovery_errors = Counter(
+            "tritonguard_discovery_watch_errors_total",
+            "Pod list or watch requests that failed, by namespace and kind of failure "
+            "(down, timeout, forbidden, ...).",
+            ["namespace", "kind"],
+            registry=registry,
+        )
         self.playbooks_loaded = Gauge(
             "tritonguard_playbooks_loaded", "Playbooks active now.", registry=registry
         )
@@ -216,6 +236,25 @@ class SelfMetrics:
             self.target_up.labels(status.source, status.target).set(1.0 if status.ok else 0.0)
             if not status.ok:
                 self.scrape_errors.labels(status.source, status.target).inc()
+
+    def observe_discovery(self, namespace: str, targets: int, synced: bool) -> None:
+        """Export one namespace's discovered target count and whether its view is current."""
+        self.discovery_targets.labels(namespace).set(targets)
+        self.discovery_synced.labels(namespace).set(1 if synced else 0)
+
+    def count_discovery_error(self, namespace: str, kind: str) -> None:
+        """Count one failed pod list or watch request."""
+        self.discovery_errors.labels(namespace, kind).inc()
+
+    def forget_targets(self, source: str, targets: Iterable[str]) -> None:
+        """Drop the per-target series of targets that are gone (deleted pods).
+
+        Pods come and go under new names; without this, churn would grow /metrics forever.
+        """
+        for target in targets:
+            for metric in (self.scrape_duration, self.scrape_errors, self.target_up):
+                with contextlib.suppress(KeyError):
+                    metric.remove(source, target)
 
     def observe_events(self, events: Iterable[IncidentEvent]) -> None:
         """Count incident transitions."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
 from tritonguard.core.exposition import ExpositionError, parse_exposition
@@ -68,11 +69,35 @@ def relabel(sample: Sample, extra: tuple[tuple[str, str], ...], *, honor_labels:
     )
 
 
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """One target as a poll uses it: settings, what the scraper needs, labels it adds."""
+
+    target: TargetSettings
+    scrape: ScrapeTarget
+    labels: Labels
+
+
+def _plan(targets: Sequence[TargetSettings], extra: Mapping[str, Labels]) -> tuple[_Planned, ...]:
+    names = [t.name for t in targets]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"target names must be unique; repeated: {', '.join(dupes)}")
+    return tuple(
+        _Planned(t, _scrape_target(t), target_labels(t) + extra.get(t.name, ())) for t in targets
+    )
+
+
 class ScrapeSource:
-    """Scrape static targets each poll; a failed scrape yields no samples and an error status.
+    """Scrape targets each poll; a failed scrape yields no samples and an error status.
 
     Giving no samples for a failed target is what makes its series go stale in the engine:
-    missing data stays unknown and is never read as zero.
+    missing data stays unknown and is never read as zero. The targets can be replaced between
+    polls (discovery): a target no longer listed is not scraped again, so its series go stale
+    the same way.
     """
 
     name = "scrape"
@@ -87,32 +112,46 @@ class ScrapeSource:
         sample_limit: int = DEFAULT_SAMPLE_LIMIT,
     ) -> None:
         self.interval_s = interval_s
-        self._targets = list(targets)
         self._scraper = scraper
         self._keep = keep
         self._sample_limit = sample_limit
-        self._scrape_targets = [_scrape_target(t) for t in targets]
+        self._planned = _plan(targets, {})
 
     @property
     def targets(self) -> list[TargetSettings]:
-        """Return the configured targets."""
-        return list(self._targets)
+        """Return the targets the next poll scrapes."""
+        return [p.target for p in self._planned]
+
+    def replace_targets(
+        self, targets: Sequence[TargetSettings], labels: Mapping[str, Labels] | None = None
+    ) -> None:
+        """Scrape exactly ``targets`` from the next poll on; a poll under way keeps its own.
+
+        ``labels`` adds labels per target name (a pod's node and owners) to its samples.
+        Raises ValueError, and keeps the old targets, when two targets share a name.
+        """
+        # One assignment: a poll reads the plan once, so it never sees half of a change.
+        self._planned = _plan(targets, labels or {})
 
     async def poll(self) -> PollResult:
         """Scrape every target once, concurrently."""
-        results = await self._scraper.scrape_all(self._scrape_targets)
+        planned = self._planned
+        results = await self._scraper.scrape_all([p.scrape for p in planned])
         samples: list[Sample] = []
         statuses: list[SourceStatus] = []
-        for target, result in zip(self._targets, results, strict=True):
-            converted, status = self.convert(target, result)
+        for plan, result in zip(planned, results, strict=True):
+            converted, status = self.convert(plan.target, result, labels=plan.labels)
             samples.extend(converted)
             statuses.append(status)
         return PollResult(samples=samples, statuses=statuses)
 
     def convert(
-        self, target: TargetSettings, result: ScrapeResult
+        self, target: TargetSettings, result: ScrapeResult, *, labels: Labels | None = None
     ) -> tuple[list[Sample], SourceStatus]:
-        """Parse one scrape result into relabelled samples, or an error status."""
+        """Parse one scrape result into relabelled samples, or an error status.
+
+        ``labels`` are the labels to attach (default: the target's own, :func:`target_labels`).
+        """
         if not result.ok or result.text is None:
             return [], self._status(target, result, error=result.error or "no body")
         if not ends_whole(result.text):
@@ -127,7 +166,7 @@ class ScrapeSource:
         except ExpositionError as exc:
             # Prometheus drops the whole scrape of an unparsable exposition; so do we.
             return [], self._status(target, result, error=f"bad exposition: {exc}")
-        extra = target_labels(target)
+        extra = target_labels(target) if labels is None else labels
         keep = self._keep
         samples = [
             relabel(s, extra, honor_labels=target.honor_labels)
