@@ -55,6 +55,8 @@ def test_every_object_validates_strictly(objects: list[dict[str, Any]]) -> None:
             "Namespace",
             "PodDisruptionBudget",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "Service",
             "ServiceAccount",
@@ -122,8 +124,46 @@ def test_rbac_is_least_privilege(objects: list[dict[str, Any]]) -> None:
         "leases",
     }
     assert {"list", "watch"} <= granted["pods"]
-    lease_role = _one(objects, "Role")
+    lease_role = _one(objects, "Role", "tritonguard-leader")
     assert lease_role["metadata"]["namespace"] == "tritonguard"
+
+
+def test_discovery_reads_pods_only_in_the_watched_namespaces(
+    objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Each namespace discovery watches has a Role to read its pods; nothing cluster-wide does.
+
+    The Role's verbs are the ones discovery calls: pods get/list/watch, replicasets get.
+    """
+    config = _one(objects, "ConfigMap", "tritonguard-config")
+    path = tmp_path / "config.yaml"
+    path.write_text(config["data"]["config.yaml"])
+    watched = load_settings(path).discovery.namespaces
+    assert watched
+    for obj in objects:
+        if obj["kind"] == "ClusterRole":
+            assert not any("pods" in r["resources"] for r in obj["rules"])
+    for ns in watched:
+        role = next(
+            o
+            for o in objects
+            if o["kind"] == "Role"
+            and o["metadata"]["name"] == "tritonguard-discovery"
+            and o["metadata"]["namespace"] == ns
+        )
+        verbs = {res: set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
+        assert verbs == {"pods": {"get", "list", "watch"}, "replicasets": {"get"}}
+        binding = next(
+            o
+            for o in objects
+            if o["kind"] == "RoleBinding"
+            and o["metadata"]["name"] == "tritonguard-discovery"
+            and o["metadata"]["namespace"] == ns
+        )
+        assert binding["roleRef"]["name"] == "tritonguard-discovery"
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tritonguard", "namespace": "tritonguard"}
+        ]
 
 
 def test_shipped_config_and_playbooks_load(objects: list[dict[str, Any]], tmp_path: Path) -> None:
