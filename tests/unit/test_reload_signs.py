@@ -19,13 +19,15 @@ def _counter(name: str, increments: list[float]) -> Series:
     return s
 
 
-def _bursts(per_exec_us: list[float]) -> list[float]:
+def _bursts(per_exec_us: list[float], healthy_us: float | None = None) -> list[float]:
     n = len(per_exec_us)
     succ = _counter("nv_inference_request_success", [20.0] * n)
     comp = _counter("nv_inference_compute_infer_duration_us", [20.0 * v for v in per_exec_us])
     # Latency per request follows compute plus a fixed 2 ms of queue and network.
     lat = _counter("nv_inference_request_duration_us", [20.0 * (v + 2000.0) for v in per_exec_us])
-    return cold_bursts([comp], [succ], [lat], horizon=-1.0, now=5.0 * n, t=Thresholds())
+    return cold_bursts(
+        [comp], [succ], [lat], horizon=-1.0, now=5.0 * n, t=Thresholds(), healthy_us=healthy_us
+    )
 
 
 def test_a_short_burst_of_cold_executions_that_ended_is_a_reload_sign() -> None:
@@ -49,6 +51,25 @@ def test_a_long_slowdown_is_contention_not_a_reload() -> None:
 def test_a_mild_slowdown_is_not_cold() -> None:
     """Compute 1.5x the median (batching, a busier GPU) is below the cold factor."""
     assert _bursts([1000.0] * 10 + [1500.0] * 2 + [1000.0] * 5) == []
+
+
+def test_worst_scrapes_of_a_slowdown_are_not_bursts() -> None:
+    """Under contention the scrapes between the worst ones stay slow: no reload ends there."""
+    warm = [1000.0] * 10
+    contention = [4000.0, 9000.0, 4500.0, 3800.0, 9500.0, 4200.0, 4000.0]
+    assert _bursts([*warm, *contention]) == []
+
+
+def test_a_slowdown_that_became_the_median_is_judged_against_the_baseline() -> None:
+    """Once contention fills the lookback its level is the median; healthy compute still rules.
+
+    Judged against the median alone, the worst scrapes of a lasting slowdown end in a
+    "warm" scrape at the slowed level and read as reloads.
+    """
+    slowed = [4000.0, 4200.0, 3900.0] * 6
+    trace = [*slowed, 20000.0, 4000.0, *slowed]
+    assert _bursts(trace) == [95.0]
+    assert _bursts(trace, healthy_us=1000.0) == []
 
 
 def _summary(quantile: str, values: list[float]) -> Series:

@@ -363,6 +363,20 @@ def test_model_reload_quiet_on_a_single_spike() -> None:
     assert "model_reload" not in causes(run_engine(_reloading(cycles=1), interval=IV))
 
 
+def test_periodic_spikes_on_a_slow_floor_are_not_reload_churn() -> None:
+    """A slowdown's worst scrapes recurring on a slow floor are not reloads.
+
+    Reload spikes stand on a warm floor (the model at its healthy latency between them);
+    contention slows every scrape and its worst ones recur.
+    """
+    phases = [Phase(BASE_N, rps=20, infer_ms=10)]
+    for _ in range(10):
+        phases.append(Phase(2, rps=20, infer_ms=20, queue_ms=2))
+        phases.append(Phase(1, rps=20, infer_ms=80, queue_ms=60))
+    series = triton_model(phases, interval=IV)
+    assert "model_reload" not in causes(run_engine(series, interval=IV))
+
+
 def test_retry_storm_is_primary_over_capacity_when_timeouts_rise() -> None:
     """Arrivals, latency, cancellations and pending rise together: retries amplify overload."""
     series = triton_model(

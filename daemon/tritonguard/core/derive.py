@@ -93,7 +93,7 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         symptom=symptom,
         birth=birth,
         latency_spikes=spikes,
-        reload_events=reload_events(reader, key, now, t),
+        reload_events=reload_events(reader, key, now, t, _healthy_compute(base)),
         scrape_queue=since_shift(
             [v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s],
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
@@ -103,6 +103,14 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
     fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
     recovered = not symptom.up and not is_shedding(f, t)
     return Derived(ctx, fast, in_birth, recovered=recovered, shifting=is_shifting(f, base, t))
+
+
+def _healthy_compute(base: Baseline | None) -> float | None:
+    """Compute per request while healthy: the baseline's latency less its queue time."""
+    if base is None:
+        return None
+    latency, queue = base.get("mean_latency_us"), base.get("mean_queue_us")
+    return None if latency is None or queue is None else latency - queue
 
 
 # What a cause moves first: request time and each inference's compute (per inference, not per

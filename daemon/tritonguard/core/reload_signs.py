@@ -45,6 +45,7 @@ def cold_bursts(
     horizon: float,
     now: float,
     t: Thresholds,
+    healthy_us: float | None = None,
 ) -> list[float]:
     """Return when bursts of cold-like executions began while the model served.
 
@@ -55,9 +56,14 @@ def cold_bursts(
     diluted in a 5-10 s scrape it doubles the scrape's compute, which queueing (too few
     instances) never does and batching moves by far less.
 
-    A burst counts only once it is over, and only if it lasted at most ``reload_burst_max_s``:
+    A burst counts only once it is over, and only if it lasted at most ``reload_burst_max_s``
+    and the model is warm again (``reload_warm_after``) in the scrape after it:
     cold executions end when the model is warm, while contention or a capacity change slows
-    every scrape until it is removed. A burst still running is not yet a reload sign.
+    every scrape until it is removed, with the worst scrapes reading as bursts between
+    merely slow ones. A burst still running is not yet a reload sign. Warm is judged
+    against ``healthy_us`` (the baseline's compute per request) when it is lower than the
+    median: a lasting slowdown becomes the median of the lookback, and its worst scrapes
+    would then read as bursts ending in a "warm" model.
     """
     per_exec = per_scrape_ratio(comp, succ, horizon, now)
     per_req = dict(per_scrape_ratio(latency, succ, horizon, now))
@@ -67,18 +73,26 @@ def cold_bursts(
     usual = median(per_req.values())
     if typical <= 0:
         return []
+    reference = typical if healthy_us is None or healthy_us <= 0 else min(typical, healthy_us)
+    cold = [
+        v >= t.reload_burst_compute * typical and per_req.get(at, 0.0) >= t.spike_factor * usual
+        for at, v in per_exec
+    ]
     starts: list[float] = []
-    run: list[float] = []
-    for at, v in per_exec:
-        cold = v >= t.reload_burst_compute * typical and per_req.get(at, 0.0) >= (
-            t.spike_factor * usual
-        )
-        if cold:
-            run.append(at)
+    k = 0
+    while k < len(per_exec):
+        if not cold[k]:
+            k += 1
             continue
-        if run and run[-1] - run[0] <= t.reload_burst_max_s:
-            starts.append(run[0])
-        run = []
+        first = k
+        while k < len(per_exec) and cold[k]:
+            k += 1
+        short = per_exec[k - 1][0] - per_exec[first][0] <= t.reload_burst_max_s
+        # Warm again in the scrape after the burst: a reload ends in a warm model,
+        # contention in more slow scrapes.
+        warm = k < len(per_exec) and per_exec[k][1] <= t.reload_warm_after * reference
+        if short and warm:
+            starts.append(per_exec[first][0])
     return starts
 
 
@@ -119,7 +133,11 @@ def cold_tail_scrapes(
 
 
 def reload_events(
-    reader: FeatureReader, key: SubjectKey, now: float, t: Thresholds
+    reader: FeatureReader,
+    key: SubjectKey,
+    now: float,
+    t: Thresholds,
+    healthy_compute_us: float | None = None,
 ) -> list[tuple[float, str]]:
     """Return (time, kind) of every reload sign within the period lookback, oldest first.
 
@@ -149,7 +167,10 @@ def reload_events(
     born = max((s.born for s in succ if s.born is not None), default=None)
     comp = [x for name in _COMPUTE for x in reader.series(name, key)]
     latency = reader.series("nv_inference_request_duration_us", key)
-    for at in cold_bursts(comp, succ, latency, horizon=horizon, now=now, t=t):
+    bursts = cold_bursts(
+        comp, succ, latency, horizon=horizon, now=now, t=t, healthy_us=healthy_compute_us
+    )
+    for at in bursts:
         # A new model's first executions are its cold start, not a reload of a serving one.
         if born is None or at > born + t.cold_age_s:
             out.add((at, "cold executions"))

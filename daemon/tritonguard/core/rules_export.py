@@ -1072,12 +1072,18 @@ class _Builder:
             f"quantile_over_time(0.5, {_f('scrape_latency_us')}[{points}])"
         )
         self.record(cold, f"{known(cold_cond)} or 0 * {SUBJECTS}")
-        # A burst of cold executions counts once it is over, and only if it was short: cold
-        # executions end when the model is warm, contention lasts until it is removed.
+        # A burst of cold executions counts once it is over, only if it was short and the
+        # scrape after it is warm: cold executions end in a warm model, contention lasts
+        # until it is removed. (The engine also judges warm against the baseline's compute;
+        # here the lookback's median stands for it.)
         burst_range = duration(t.reload_burst_max_s + 1.5 * w.interval_s)
+        warm = (
+            f"{per_exec} <= {num(t.reload_warm_after)} * "
+            f"quantile_over_time(0.5, {per_exec}[{points}])"
+        )
         burst_end = (
             f"{cold} == 0 and on ({BY}) ({cold} offset {iv} == 1) and on ({BY}) "
-            f"(min_over_time({cold}[{burst_range}] offset {iv}) == 0)"
+            f"(min_over_time({cold}[{burst_range}] offset {iv}) == 0) and on ({BY}) ({warm})"
         )
         # A new model's first executions are its cold start, not a reload of a serving one.
         burst_end = f"({burst_end}) unless on ({BY}) {PREFIX}:born_at"

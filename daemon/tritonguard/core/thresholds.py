@@ -417,6 +417,16 @@ class Thresholds(BaseModel):
             "is slower (contention, too many instances) the p99 stays within 2-3x the mean."
         ),
     )
+    reload_warm_after: float = Field(
+        1.5,
+        description=(
+            "After a burst of cold executions the model is warm: a scrape's compute per "
+            "execution back within this many times the model's median. Healthy scrapes sit "
+            "there (batch-size spread and scheduling noise: 0.7-1.5x at 2 s scrapes in the "
+            "recorded baselines); under contention the scrapes between the worst ones stay "
+            "2-5x slower, so their bursts are not reloads."
+        ),
+    )
     reload_burst_max_s: float = Field(
         60.0,
         description=(

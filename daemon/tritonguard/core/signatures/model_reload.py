@@ -29,6 +29,10 @@ def check(ctx: Context) -> Finding | None:
         and rec.period_s is not None
         and rec.cv is not None
         and rec.cv <= t.period_max_cv
+        # Reload spikes stand on a warm floor: between them the model serves at its healthy
+        # latency. When most scrapes are slow (sustained), the worst of a lasting slowdown
+        # (contention, lost capacity) are what recur, not reloads.
+        and not (ctx.baseline is not None and ctx.symptom.sustained)
     )
     events = [e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s]
     # One deploy leaves several signs at once (a new version's series, a reset, a load time),
