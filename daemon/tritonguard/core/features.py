@@ -9,7 +9,6 @@ from dataclasses import dataclass, fields
 from tritonguard.core.histograms import window_quantile
 from tritonguard.core.samples import Labels, label
 from tritonguard.core.series_store import Series, SeriesStore
-from tritonguard.core.targets import target_of
 from tritonguard.core.thresholds import Thresholds
 
 SubjectKey = tuple[str, str, str]  # (namespace, pod, model)
@@ -61,6 +60,30 @@ def _names_a_pod(labels: Labels) -> bool:
 
 def _host_of(labels: Labels) -> str:
     return label(labels, "instance").rsplit(":", 1)[0] or label(labels, "Hostname")
+
+
+Labelled = Callable[[Labels], bool]
+
+
+def real_container(labels: Labels) -> bool:
+    """Return whether a cAdvisor series is a container's own, not the pod's or the pause's."""
+    # cAdvisor also exports a pod-level aggregate (container="") and the pause container.
+    container = label(labels, "container") or label(labels, "container_name")
+    return container not in ("", "POD")
+
+
+class _Hosts:
+    """A per-host exporter's family, by host, for pods it does not map to GPUs."""
+
+    __slots__ = ("by_host", "family", "maps_pods")
+
+    def __init__(self, family: list[Series]) -> None:
+        self.family = family
+        # An empty family maps nothing either: no host has a GPU in view.
+        self.maps_pods = not family or any(_names_a_pod(s.labels) for s in family)
+        self.by_host: dict[str, list[Series]] = {}
+        for s in family:
+            self.by_host.setdefault(_host_of(s.labels), []).append(s)
 
 
 @dataclass(slots=True)
@@ -137,7 +160,12 @@ QUEUE_HISTOGRAM = "nv_inference_queue_duration_histogram_us_bucket"
 
 
 class FeatureReader:
-    """Computes features from a series store; one instance per evaluation time."""
+    """Computes features from a series store; one instance per evaluation time.
+
+    The store does not change while a reader is in use, so whatever is shared between
+    subjects (a pod's exporter signals, a node's CPU, a family's hosts) is computed once per
+    reader and reused by every model of the pod.
+    """
 
     def __init__(self, store: SeriesStore, thresholds: Thresholds, now: float) -> None:
         self.store = store
@@ -147,6 +175,13 @@ class FeatureReader:
         self._aggregates: set[SubjectKey] = set()
         # The model whose features are being computed for a (namespace, pod).
         self._model_of: dict[tuple[str, str], str] = {}
+        self._pod_memo: dict[tuple[str, str, str, Labelled | None], list[Series]] = {}
+        self._host_memo: dict[str, _Hosts] = {}
+        self._signals_memo: dict[tuple[str, str, float, float, float], _PodSignals] = {}
+        self._node_memo: dict[tuple[frozenset[str], float, float], float | None] = {}
+        self._nodes: _NodeCpu | None = None
+        self._serving_memo: dict[tuple[str, str, str, str], list[Series]] = {}
+        self._in_ns: dict[tuple[str, str], list[Series]] = {}
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""
@@ -163,36 +198,27 @@ class FeatureReader:
     def _indexed(self, name: str) -> dict[SubjectKey, list[Series]]:
         idx = self._index.get(name)
         if idx is None:
-            idx = {}
-            for s in self.store.family(name):
-                ns, pod = target_of(s.labels)
-                model = label(s.labels, "model")
-                idx.setdefault((ns, pod, model), []).append(s)
-                if pod:
-                    # The same series also count toward the model across its pods.
-                    agg = (ns, "", model)
-                    idx.setdefault(agg, []).append(s)
-                    self._aggregates.add(agg)
-            self._index[name] = idx
+            index = self.store.index(name)
+            idx = self._index[name] = index.by_subject
+            self._aggregates.update(index.aggregates)
         return idx
 
     def series(self, name: str, key: SubjectKey) -> list[Series]:
-        """Series of one family for a subject (all versions)."""
+        """Series of one family for a subject (all versions); read-only."""
         return self._indexed(name).get(key, [])
 
     def pod_series(
-        self, name: str, ns: str, pod: str, where: Callable[[Labels], bool] | None = None
+        self, name: str, ns: str, pod: str, where: Labelled | None = None
     ) -> list[Series]:
-        """Series of a pod-level family (exporters) joined on namespace/pod."""
-        out = []
-        for s in self.store.family(name):
-            sns, spod = target_of(s.labels)
-            if (
-                spod == pod
-                and (not ns or not sns or sns == ns)
-                and (where is None or where(s.labels))
-            ):
-                out.append(s)
+        """Series of a pod-level family (exporters) joined on namespace/pod; read-only."""
+        memo = (name, ns, pod, where)
+        out = self._pod_memo.get(memo)
+        if out is None:
+            out = self._pod_memo[memo] = [
+                s
+                for sns, s in self.store.index(name).by_pod.get(pod, ())
+                if (not ns or not sns or sns == ns) and (where is None or where(s.labels))
+            ]
         return out
 
     def host_series(self, name: str, ns: str, pod: str) -> list[Series]:
@@ -205,16 +231,16 @@ class FeatureReader:
         mapped = self.pod_series(name, ns, pod)
         if mapped:
             return mapped
-        family = list(self.store.family(name))
-        if not family or any(_names_a_pod(s.labels) for s in family):
+        hosts = self._host_memo.get(name)
+        if hosts is None:
+            hosts = self._host_memo[name] = _Hosts(list(self.store.family(name)))
+        if hosts.maps_pods:
             # The exporter maps GPUs to pods, and none is this pod's: it has no GPU in view.
             return []
-        unmapped = family
-        hosts = {_host_of(s.labels) for s in unmapped}
         host = pod.rsplit(":", 1)[0] if ":" in pod else ""
-        if host and host in hosts:
-            return [s for s in unmapped if _host_of(s.labels) == host]
-        return unmapped if len(hosts) == 1 else []
+        if host and host in hosts.by_host:
+            return hosts.by_host[host]
+        return hosts.family if len(hosts.by_host) == 1 else []
 
     def interval(self, key: SubjectKey) -> float:
         """Scrape interval of a subject (median spacing of its request counter)."""
@@ -373,54 +399,26 @@ class FeatureReader:
     def _pod_signals(
         self, f: FeatureSet, ns: str, pod: str, *, start: float, end: float, max_age: float
     ) -> None:
-        dcgm = self.host_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
-        if dcgm:
-            util = self.latest_max(dcgm, max_age)
-            f.gpu_util = None if util is None else util / 100.0
-        else:
-            f.gpu_util = self.latest_max(self.pod_series("nv_gpu_utilization", ns, pod), max_age)
-        f.pcie_rx_bps = self.latest_sum(
-            self.host_series("DCGM_FI_PROF_PCIE_RX_BYTES", ns, pod), max_age
-        )
-        f.pcie_tx_bps = self.latest_sum(
-            self.host_series("DCGM_FI_PROF_PCIE_TX_BYTES", ns, pod), max_age
-        )
-        f.cpu_host_util = self.latest_max(self.pod_series("nv_cpu_utilization", ns, pod), max_age)
-
-        def real_container(labels: Labels) -> bool:
-            # cAdvisor also exports a pod-level aggregate (container="") and the pause container.
-            container = label(labels, "container") or label(labels, "container_name")
-            return container not in ("", "POD")
-
-        usage = self.pod_series("container_cpu_usage_seconds_total", ns, pod, real_container)
-        f.container_cpu_cores = self.rate(usage, start, end)
-        quota = self.latest_sum(
-            self.pod_series("container_spec_cpu_quota", ns, pod, real_container), max_age
-        )
-        period = self.latest_max(
-            self.pod_series("container_spec_cpu_period", ns, pod, real_container), max_age
-        )
-        if quota is not None and quota > 0:
-            f.cpu_quota_cores = quota / (period or 100_000.0)
-            f.container_cpu_saturation = _div(f.container_cpu_cores, f.cpu_quota_cores)
-        periods = self.sum_delta(
-            self.pod_series("container_cpu_cfs_periods_total", ns, pod, real_container), start, end
-        )
-        throttled = self.sum_delta(
-            self.pod_series("container_cpu_cfs_throttled_periods_total", ns, pod, real_container),
-            start,
-            end,
-        )
-        if periods and throttled:
-            f.throttled_ratio = _div(throttled[0], periods[0])
-        f.node_cpu_busy = self._node_cpu_busy(ns, pod, start, end)
+        memo = (ns, pod, start, end, max_age)
+        shared = self._signals_memo.get(memo)
+        if shared is None:
+            shared = self._signals_memo[memo] = self._shared_signals(
+                ns, pod, start=start, end=end, max_age=max_age
+            )
+        (
+            f.gpu_util,
+            f.pcie_rx_bps,
+            f.pcie_tx_bps,
+            f.cpu_host_util,
+            f.container_cpu_cores,
+            f.cpu_quota_cores,
+            f.container_cpu_saturation,
+            f.throttled_ratio,
+            f.node_cpu_busy,
+        ) = shared
 
         model = self._model_of.get((ns, pod), "")
-        ingress = [
-            s
-            for s in self.store.family("nginx_ingress_controller_requests")
-            if serves(s.labels, ns, model, pod)
-        ]
+        ingress = self._serving("nginx_ingress_controller_requests", ns, model, pod)
         if ingress:
             f.ingress_rate = self.rate(ingress, start, end)
             timeouts = [s for s in ingress if label(s.labels, "status") in ("499", "504", "408")]
@@ -438,37 +436,156 @@ class FeatureReader:
         f.hpa_desired = self.latest_sum(self._hpa("desired", ns, model, pod), max_age)
         f.hpa_current = self.latest_sum(self._hpa("current", ns, model, pod), max_age)
 
+    def _shared_signals(
+        self, ns: str, pod: str, *, start: float, end: float, max_age: float
+    ) -> _PodSignals:
+        """Return the pod's exporter signals, the same for every model it serves."""
+        dcgm = self.host_series("DCGM_FI_DEV_GPU_UTIL", ns, pod)
+        if dcgm:
+            util = self.latest_max(dcgm, max_age)
+            gpu_util = None if util is None else util / 100.0
+        else:
+            gpu_util = self.latest_max(self.pod_series("nv_gpu_utilization", ns, pod), max_age)
+        pcie_rx = self.latest_sum(self.host_series("DCGM_FI_PROF_PCIE_RX_BYTES", ns, pod), max_age)
+        pcie_tx = self.latest_sum(self.host_series("DCGM_FI_PROF_PCIE_TX_BYTES", ns, pod), max_age)
+        cpu_host = self.latest_max(self.pod_series("nv_cpu_utilization", ns, pod), max_age)
+
+        usage = self.pod_series("container_cpu_usage_seconds_total", ns, pod, real_container)
+        cores = self.rate(usage, start, end)
+        quota = self.latest_sum(
+            self.pod_series("container_spec_cpu_quota", ns, pod, real_container), max_age
+        )
+        period = self.latest_max(
+            self.pod_series("container_spec_cpu_period", ns, pod, real_container), max_age
+        )
+        quota_cores = saturation = throttled_ratio = None
+        if quota is not None and quota > 0:
+            quota_cores = quota / (period or 100_000.0)
+            saturation = _div(cores, quota_cores)
+        periods = self.sum_delta(
+            self.pod_series("container_cpu_cfs_periods_total", ns, pod, real_container), start, end
+        )
+        throttled = self.sum_delta(
+            self.pod_series("container_cpu_cfs_throttled_periods_total", ns, pod, real_container),
+            start,
+            end,
+        )
+        if periods and throttled:
+            throttled_ratio = _div(throttled[0], periods[0])
+        node_busy = self._node_cpu_busy(ns, pod, start, end)
+        return (
+            gpu_util,
+            pcie_rx,
+            pcie_tx,
+            cpu_host,
+            cores,
+            quota_cores,
+            saturation,
+            throttled_ratio,
+            node_busy,
+        )
+
+    def _serving(self, name: str, ns: str, model: str, pod: str) -> list[Series]:
+        """Series of ``name`` that ``serves`` this model or its pod's workload; read-only."""
+        # `serves` reads the pod only through its workload, so the workload's pods share.
+        memo = (name, ns, model, workload_of(pod))
+        out = self._serving_memo.get(memo)
+        if out is None:
+            out = self._serving_memo[memo] = [
+                s for s in self._in_namespace(name, ns) if serves(s.labels, ns, model, pod)
+            ]
+        return out
+
+    def _in_namespace(self, name: str, ns: str) -> list[Series]:
+        """Return a family's series ``serves`` can match in namespace ``ns``, in family order."""
+        memo = (name, ns)
+        out = self._in_ns.get(memo)
+        if out is None:
+            out = self._in_ns[memo] = [
+                s
+                for s in self.store.family(name)
+                if not ns or label(s.labels, "namespace") in ("", ns)
+            ]
+        return out
+
     def _hpa(self, which: str, ns: str, model: str, pod: str) -> list[Series]:
         """HPA series of the workload serving ``model`` on ``pod`` (by name), not the namespace's."""
-        name = f"kube_horizontalpodautoscaler_status_{which}_replicas"
-        return [s for s in self.store.family(name) if serves(s.labels, ns, model, pod)]
+        return self._serving(
+            f"kube_horizontalpodautoscaler_status_{which}_replicas", ns, model, pod
+        )
 
     def _node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
-        node_cpu = list(self.store.family("node_cpu_seconds_total"))
-        if not node_cpu:
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = _NodeCpu(list(self.store.family("node_cpu_seconds_total")))
+        if not nodes.family:
             return None
-        names: set[str] = set()
-        for s in self.store.family("kube_pod_info"):
-            sns, spod = target_of(s.labels)
-            if spod == pod and sns in ("", ns):
-                names = {label(s.labels, "node"), label(s.labels, "host_ip")} - {""}
+        names: frozenset[str] = frozenset()
+        for sns, s in self.store.index("kube_pod_info").by_pod.get(pod, ()):
+            if sns in ("", ns):
+                names = frozenset({label(s.labels, "node"), label(s.labels, "host_ip")} - {""})
                 break
-        nodes = {label(s.labels, "node") or label(s.labels, "instance") for s in node_cpu}
-        if names:
-            # node-exporter series carry `node` when relabelled, else `instance` = host:port.
-            mine = [
-                s
-                for s in node_cpu
-                if names & {label(s.labels, "node"), label(s.labels, "instance").rsplit(":", 1)[0]}
-            ]
-        elif len(nodes) == 1:
-            mine = node_cpu  # one node in view: the pod can only be there
-        else:
+        if not names and len(nodes.nodes) != 1:
             return None
+        memo = (names, start, end)
+        if memo in self._node_memo:
+            return self._node_memo[memo]
+        mine, idle_modes = nodes.of(names)
         total = self.rate(mine, start, end)
-        idle = self.rate(
-            [s for s in mine if label(s.labels, "mode") in ("idle", "iowait")], start, end
+        idle = self.rate(idle_modes, start, end)
+        busy = (
+            None
+            if total is None or idle is None or total <= 0
+            else max(0.0, min(1.0, 1.0 - idle / total))
         )
-        if total is None or idle is None or total <= 0:
-            return None
-        return max(0.0, min(1.0, 1.0 - idle / total))
+        self._node_memo[memo] = busy
+        return busy
+
+
+# A pod's exporter signals: GPU util, PCIe RX and TX, host CPU, container CPU cores, quota
+# cores, CPU saturation, throttled ratio, node CPU busy.
+_PodSignals = tuple[
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+]
+
+
+class _NodeCpu:
+    """node-exporter's CPU seconds, by the node names and host addresses pods map to."""
+
+    __slots__ = ("_at", "_of", "family", "nodes")
+
+    def __init__(self, family: list[Series]) -> None:
+        self.family = family
+        self.nodes = {label(s.labels, "node") or label(s.labels, "instance") for s in family}
+        # node-exporter series carry `node` when relabelled, else `instance` = host:port.
+        self._at: dict[str, list[int]] = {}
+        for k, s in enumerate(family):
+            node, host = label(s.labels, "node"), label(s.labels, "instance").rsplit(":", 1)[0]
+            self._at.setdefault(node, []).append(k)
+            if host != node:
+                self._at.setdefault(host, []).append(k)
+        self._of: dict[frozenset[str], tuple[list[Series], list[Series]]] = {}
+
+    def of(self, names: frozenset[str]) -> tuple[list[Series], list[Series]]:
+        """Return the series of the named node (all, and idle or iowait), in family order.
+
+        No names: the one node in view, where the pod can only be.
+        """
+        held = self._of.get(names)
+        if held is None:
+            if names:
+                at = sorted({k for n in names for k in self._at.get(n, ())})
+                mine = [self.family[k] for k in at]
+            else:
+                mine = self.family
+            idle = [s for s in mine if label(s.labels, "mode") in ("idle", "iowait")]
+            held = self._of[names] = (mine, idle)
+        return held

@@ -11,6 +11,7 @@ from typing import Final, TypeVar
 
 from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
 from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.series_index import FamilyIndex
 from tritonguard.core.targets import target_of
 
 # Scrape times remembered per target and exporter (and overall) for placing born counters.
@@ -208,6 +209,8 @@ class SeriesStore:
         # checks its own for the DROPPED key when this moved.
         self.generation = 0
         self._names: dict[str, tuple[bool, str]] = {}
+        # Families some reader looked up by subject or pod, kept up to date from then on.
+        self._indexes: dict[str, FamilyIndex] = {}
 
     def __len__(self) -> int:
         return len(self._series)
@@ -418,6 +421,9 @@ class SeriesStore:
         series.born_unconfirmed = False
         self._series[(series.name, series.labels)] = series
         self._by_name.setdefault(series.name, {})[series.labels] = series
+        index = self._indexes.get(series.name)
+        if index is not None:
+            index.add(series)
         if series.counter:
             self._place_birth(series, t, *marks)
         return series
@@ -454,6 +460,13 @@ class SeriesStore:
         """All series of one metric family."""
         return iter(self._by_name.get(name, {}).values())
 
+    def index(self, name: str) -> FamilyIndex:
+        """Return one family's series by subject and by pod (built at the first call)."""
+        index = self._indexes.get(name)
+        if index is None:
+            index = self._indexes[name] = FamilyIndex(self.family(name))
+        return index
+
     def expire(self, now: float) -> int:
         """Trim windows and drop series that vanished more than a retention ago; return drops.
 
@@ -461,6 +474,7 @@ class SeriesStore:
         """
         horizon = now - self.retention_s
         dropped = 0
+        gone: dict[str, list[Series]] = {}
         for key, series in list(self._series.items()):
             if series.last_time < horizon:
                 del self._series[key]
@@ -468,10 +482,14 @@ class SeriesStore:
                 self.points -= len(series.times)
                 series.scrape_key = DROPPED
                 dropped += 1
+                if key[0] in self._indexes:
+                    gone.setdefault(key[0], []).append(series)
             else:
                 self.points -= series.trim(horizon)
         if dropped:
             self.generation += 1
+        for name, series_gone in gone.items():
+            self._indexes[name].drop(series_gone)
         # Targets that stopped scraping (churned pods) take their scrape times with them.
         _forget_quiet(self._scrapes, horizon)
         _forget_quiet(self._exporter_scrapes, horizon)
