@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.unit.synthetic import Phase, opened, run_engine, triton_model
+from tests.unit.synthetic import Phase, opened, run_engine, samples_of, triton_model
+from tritonguard.core.engine import Engine
+from tritonguard.core.replay import drive
 
 IV = 5.0
 BASE_N = 36  # three minutes of the first pod before the second joins
@@ -58,3 +60,26 @@ def test_a_newborn_without_reference_waits_for_cold_start_to_judge() -> None:
     birth = (BASE_N - 1) * IV  # its first sample
     early = [(c, t - birth) for c, m, t in opened(events) if m == "ranker"]
     assert early and all(c == "cold_start" or at > 30 for c, at in early), early
+
+
+def test_a_pod_there_before_the_stream_began_is_not_judged_by_its_peers() -> None:
+    """Only a pod born under observation takes its peers' reference.
+
+    triton-1 was serving when the stream began, at half the peers' speed and a tenth of
+    their traffic (another share of the load): it learns its own baseline. Judged by its
+    peers it read as 2x slower than baseline, and a healthy fleet of 2,000 subjects opened
+    five incidents that way.
+    """
+    series = triton_model([Phase(BASE_N + 24, rps=20, infer_ms=30)], interval=IV)
+    slow = [Phase(8, rps=0.5, infer_ms=60), Phase(BASE_N + 16, rps=2, infer_ms=60)]
+    series |= triton_model(slow, interval=IV, pod="triton-1")
+    engine = Engine()
+    sources: set[str | None] = set()
+    reasons: set[str] = set()
+    for _ in drive(engine, samples_of(series, interval=IV), eval_interval_s=IV):
+        diagnosis = engine.last_diagnoses.get(("prod", "triton-1", "resnet"))
+        if diagnosis is not None:
+            sources.add(diagnosis.baseline.source if diagnosis.baseline else None)
+            reasons.update(diagnosis.symptom_reasons)
+    assert sources == {None, "own"}
+    assert reasons == set()

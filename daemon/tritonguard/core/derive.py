@@ -60,7 +60,11 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         return None
     birth = birth_of(reader, key, f, now, t)
     base = history.baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
-    if base is None and key[1]:
+    if base is None and key[1] and birth is not None:
+        # Only a pod born under observation (scale-out, rollout) takes its peers' reference:
+        # one that was there before the stream began has history of its own to learn, and
+        # pods of one model need not serve alike (another deployment, another share of the
+        # traffic), so peers judged it by their load and latency at start-up.
         base = history.fleet_baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
     per_scrape = per_scrape_ratio(
         reader.series("nv_inference_request_duration_us", key),
