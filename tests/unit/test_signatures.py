@@ -377,6 +377,19 @@ def test_periodic_spikes_on_a_slow_floor_are_not_reload_churn() -> None:
     assert "model_reload" not in causes(run_engine(series, interval=IV))
 
 
+def test_capacity_waits_while_arrivals_outrun_service_with_a_young_backlog() -> None:
+    """Without client-side counts a surge and a storm look alike until the backlog ages.
+
+    All instances busy, arrivals twice what is served and five times the baseline, the
+    backlog still shorter than any client's patience (5 to 25 s): too_few_instances does
+    not open on what may be retries; the backlog tells them apart once it outlasts 30 s.
+    """
+    healthy = Phase(BASE_N, rps=20, infer_ms=20, queue_ms=1)
+    surge = [Phase(1, rps=50, infer_ms=20, queue_ms=900, pending=250.0 * k) for k in range(1, 6)]
+    series = triton_model([healthy, *surge], interval=IV)
+    assert "too_few_instances" not in causes(run_engine(series, interval=IV))
+
+
 def test_retry_storm_is_primary_over_capacity_when_timeouts_rise() -> None:
     """Arrivals, latency, cancellations and pending rise together: retries amplify overload."""
     series = triton_model(

@@ -52,6 +52,19 @@ def check(ctx: Context) -> Finding | None:
     inflation = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
     if inflation is not None and inflation >= t.compute_inflation:
         return None  # slower work, not too little capacity: contention signatures own this
+    amp = amplification(ctx) if f.ingress_rate is None else None
+    if (
+        amp is not None
+        and amp.vs_served >= t.amplified_arrivals
+        and amp.vs_baseline is not None
+        and amp.vs_baseline >= t.amplified_arrivals
+        and not amp.holds(t)
+    ):
+        # Arrivals outrun service and history with no client-side count in view: a surge
+        # and a retry storm look alike until the backlog outlasts every client's patience
+        # (abandoned_backlog_s). Abstain until it tells; naming capacity now would be wrong
+        # for the storm, whose fix is the clients' retry budget.
+        return None
     ev = symptom_evidence(ctx)
     ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "compute per exec × exec rate")
     conf = 0.6
@@ -74,7 +87,6 @@ def check(ctx: Context) -> Finding | None:
         if load >= t.load_increase:
             conf += 0.1
     timeouts = (f.failure_canceled or 0) + (f.ingress_timeout_rate or 0)
-    amp = amplification(ctx) if f.ingress_rate is None else None
     if (f.request_rate and timeouts / f.request_rate >= t.timeout_failure_share) or (
         amp is not None and amp.holds(t)
     ):
