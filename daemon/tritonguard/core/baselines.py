@@ -172,11 +172,14 @@ class BaselineHistory:
             return None
         values: dict[str, float] = {}
         spreads: dict[str, float] = {}
-        for k, name in enumerate(BASELINE_FEATURES):
-            vals = [v for s in snaps if not math.isnan(v := s.values[k])]
+        # One column per feature; NaN (unknown) is the only value not equal to itself.
+        columns = zip(*(s.values for s in snaps), strict=True)
+        for name, column in zip(BASELINE_FEATURES, columns, strict=True):
+            vals = [v for v in column if v == v]  # noqa: PLR0124 - drops NaN, see above
             if vals:
-                values[name] = mid = median(vals)
-                spreads[name] = median(abs(v - mid) for v in vals)
+                vals.sort()
+                values[name] = mid = _sorted_median(vals)
+                spreads[name] = _sorted_median(sorted([abs(v - mid) for v in vals]))
         return Baseline(values, span, len(snaps), spreads)
 
     def fleet_baseline(
@@ -221,6 +224,14 @@ class BaselineHistory:
             )
         self._fleet[cache_key] = fleet
         return fleet
+
+
+def _sorted_median(ordered: list[float]) -> float:
+    """Return the median of sorted values, as ``statistics.median`` computes it."""
+    n = len(ordered)
+    if n % 2 == 1:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def _known(value: object) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -14,20 +15,31 @@ def per_scrape_ratio(
     num: Sequence[Series], den: Sequence[Series], start: float, end: float
 ) -> list[tuple[float, float]]:
     """Ratio of increases between consecutive scrapes (e.g. µs per request), summed over series."""
-    totals_n: dict[float, float] = {}
-    totals_d: dict[float, float] = {}
-    for group, out in ((num, totals_n), (den, totals_d)):
-        for s in group:
-            for k in range(1, len(s.times)):
-                t = s.times[k]
-                if start < t <= end:
-                    out[t] = out.get(t, 0.0) + s.values[k] - s.values[k - 1]
+    totals_n = _increases(num, start, end)
+    totals_d = _increases(den, start, end)
     points = []
     for t in sorted(totals_n):
         d = totals_d.get(t)
         if d is not None and d > 0:
             points.append((t, totals_n[t] / d))
     return points
+
+
+def _increases(group: Sequence[Series], start: float, end: float) -> dict[float, float]:
+    """Return each scrape time's increase in (start, end], summed over the series."""
+    out: dict[float, float] = {}
+    for n, s in enumerate(group):
+        times, values = s.times, s.values
+        # Times are strictly increasing: the points in (start, end] are one run of them.
+        run = range(max(bisect_right(times, start), 1), bisect_right(times, end))
+        if n == 0:
+            # Nothing summed yet: every time starts from 0.0, as in the loop below.
+            out = {times[k]: 0.0 + values[k] - values[k - 1] for k in run}
+            continue
+        for k in run:
+            t = times[k]
+            out[t] = out.get(t, 0.0) + values[k] - values[k - 1]
+    return out
 
 
 @dataclass(frozen=True, slots=True)
