@@ -1,4 +1,4 @@
-"""Print benchmark ratios measured in one process: parser, ingest, fleets, replay, scrape fan-out.
+"""Print benchmark ratios measured in one process: parser, ingest, evaluation, replay, fan-out.
 
 Run as ``python -m benchmarks.run`` (everything, minutes) or ``--quick`` (CI, under a minute).
 Each subject and its baseline are timed alternately and the medians compared, so the ratio
@@ -15,6 +15,7 @@ import statistics
 import time
 import timeit
 
+from benchmarks.bench_evaluate import report as evaluate_report
 from benchmarks.bench_ingest import report as ingest_report
 from benchmarks.bench_parser import CAPTURE, parse_ours, parse_prometheus_client
 from benchmarks.bench_replay import build_trace, read_with_prometheus_client, replay_text
@@ -68,11 +69,16 @@ def main() -> None:
     parser.add_argument(
         "--fleets", default="100,500,2000", help="fleet sizes in pods, comma-separated"
     )
+    parser.add_argument(
+        "--subjects",
+        default="100,500,2000",
+        help="fleet sizes in subjects for the evaluation tick, comma-separated",
+    )
     parser.add_argument("--no-replay", action="store_true", help="skip the replay benchmark")
     parser.add_argument("--no-fanout", action="store_true", help="skip the scrape fan-out")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.number, args.fleets = 3, 3, "100"
+        args.rounds, args.number, args.fleets, args.subjects = 3, 3, "100", "100,500"
     print(machine())
     ours, theirs = measure(args.rounds, args.number)
     print(f"input: {CAPTURE.name}")
@@ -80,6 +86,9 @@ def main() -> None:
     print(f"parser speedup vs prometheus_client: {theirs / ours:.1f}x")
     fleets = [int(p) for p in args.fleets.split(",") if p]
     for line in ingest_report(fleets, capture_scrapes=12 if args.quick else 40):
+        print(line)
+    subjects = [int(n) for n in args.subjects.split(",") if n]
+    for line in evaluate_report(subjects, ticks=3 if args.quick else 5):
         print(line)
     if not (args.quick or args.no_replay):
         replay, read, span = measure_replay(max(3, args.rounds // 3))

@@ -1,0 +1,133 @@
+"""Evaluation tick CPU per fleet size, against a bare read of every series' newest sample.
+
+A generated healthy fleet (``benchmarks.fleet_gen``, 20 models a pod, with its exporters) is
+scraped and evaluated every 10 s until each subject has a baseline; then, at each measured
+tick, the engine's ``evaluate`` and the baseline loop are timed one after the other on the
+same store. The baseline reads the newest sample of every stored series, which is what any
+evaluation must at least touch. The machine is shared, so the ratio of the medians is the
+figure to compare; CPU time (``time.process_time``) per tick is printed beside it.
+
+Run ``python -m benchmarks.bench_evaluate --subjects 400,2000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.fleet_gen import Fleet, FleetSpec
+from tritonguard.core.engine import Engine
+from tritonguard.core.exposition import SeriesCache, parse_exposition
+from tritonguard.core.metric_names import is_consumed
+from tritonguard.core.scrape_ingest import TargetIngest
+from tritonguard.core.series_store import SeriesStore
+
+MODELS = 20
+# Scrapes before measuring: the baseline needs a rate window of healthy history beyond the
+# window it excludes, and the per-scrape checks a few scrapes of their own.
+WARMUP_SCRAPES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class TickCost:
+    """Median CPU seconds per tick of the evaluation and of the baseline, for one fleet."""
+
+    subjects: int
+    evaluate_s: float
+    baseline_s: float
+    ticks: int
+
+    def line(self) -> str:
+        """One line for people."""
+        return (
+            f"evaluation tick, {self.subjects} subjects: {self.evaluate_s * 1e3:.0f} ms CPU "
+            f"({self.evaluate_s / self.subjects * 1e6:.0f} us/subject), "
+            f"{self.evaluate_s / self.baseline_s:.0f}x the newest-sample read "
+            f"({self.baseline_s * 1e3:.1f} ms), median of {self.ticks} ticks"
+        )
+
+
+def newest_samples(store: SeriesStore, names: Sequence[str]) -> float:
+    """Baseline: read the newest value of every stored series of the consumed families."""
+    total = 0.0
+    for name in names:
+        for series in store.family(name):
+            total += series.values[-1]
+    return total
+
+
+def measure(subjects: int, ticks: int, *, seed: int = 0) -> TickCost:
+    """Warm a fleet of ``subjects`` up, then time ``ticks`` evaluations and baselines."""
+    spec = FleetSpec(pods=max(1, subjects // MODELS), models=MODELS, interval_s=10.0, seed=seed)
+    fleet = Fleet(spec)
+    engine = Engine()
+    cache = SeriesCache()
+    ingesters = {
+        target.name: TargetIngest(
+            engine.store,
+            extra_labels=target.labels,
+            honor_labels=target.honor_labels,
+            source=target.name,
+            cache=cache,
+        )
+        for target in fleet.targets
+    }
+    names: list[str] = []
+    evaluate: list[float] = []
+    baseline: list[float] = []
+    for k, (t, texts) in enumerate(fleet.scrape_many(WARMUP_SCRAPES + ticks)):
+        for name, text in texts.items():
+            ingesters[name].ingest(text, t)
+        if not names:
+            found = {s.name for text in texts.values() for s in parse_exposition(text).samples}
+            names = sorted(n for n in found if is_consumed(n))
+        if k < WARMUP_SCRAPES:
+            engine.evaluate(t)
+            continue
+        gc.collect()
+        began = time.process_time()
+        newest_samples(engine.store, names)
+        mid = time.process_time()
+        engine.evaluate(t)
+        done = time.process_time()
+        baseline.append(mid - began)
+        evaluate.append(done - mid)
+    return TickCost(
+        spec.pods * spec.models,
+        statistics.median(evaluate),
+        max(statistics.median(baseline), 1e-6),
+        ticks,
+    )
+
+
+def report(subject_counts: Sequence[int], ticks: int) -> list[str]:
+    """Return one line per fleet size, and how the cost of a subject grows with the fleet."""
+    costs = [measure(n, ticks) for n in subject_counts]
+    lines = [c.line() for c in costs]
+    if len(costs) > 1:
+        small, large = costs[0], costs[-1]
+        lines.append(
+            f"linearity: evaluation cost a subject at {large.subjects} subjects / at "
+            f"{small.subjects} = {large.evaluate_s / large.subjects / (small.evaluate_s / small.subjects):.2f}"
+            f" (newest-sample read: "
+            f"{large.baseline_s / large.subjects / (small.baseline_s / small.subjects):.2f})"
+        )
+    return lines
+
+
+def main() -> None:
+    """Measure the evaluation tick for the fleet sizes asked for."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subjects", default="100,500,2000", help="fleet sizes, comma-separated")
+    parser.add_argument("--ticks", type=int, default=5, help="measured ticks per fleet (median)")
+    args = parser.parse_args()
+    for line in report([int(n) for n in args.subjects.split(",") if n], args.ticks):
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
