@@ -8,7 +8,6 @@ from tritonguard.core.features import FeatureReader, SubjectKey
 from tritonguard.core.recurrence import per_scrape_ratio
 from tritonguard.core.samples import label
 from tritonguard.core.series_store import Series
-from tritonguard.core.targets import target_of
 from tritonguard.core.thresholds import Thresholds
 
 # The kind of sign a scrape with cold executions in its compute summary leaves.
@@ -25,10 +24,9 @@ def restart_times(reader: FeatureReader, key: SubjectKey, horizon: float) -> lis
     """Return when the pod's containers restarted (kube-state-metrics), within the horizon."""
     ns, pod, _ = key
     out = []
-    for s in reader.store.family("kube_pod_container_status_restarts_total"):
-        sns, spod = target_of(s.labels)
-        if spod != pod or (ns and sns not in ("", ns)):
-            continue
+    # Through the store's pod index: a scan of every pod's counters for every subject would
+    # grow with the square of the fleet.
+    for s in reader.pod_series("kube_pod_container_status_restarts_total", ns, pod):
         out += [
             s.times[k]
             for k in range(1, len(s.times))
