@@ -30,6 +30,7 @@ from pydantic_settings import (
 )
 
 from tritonguard.core.engine import EngineConfig
+from tritonguard.core.guards import GuardSettings
 from tritonguard.core.incident_links import LinkSettings
 from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
 from tritonguard.core.severity import SeverityRules
@@ -38,6 +39,7 @@ from tritonguard.core.slack_templates import SlackTemplates
 from tritonguard.core.targets import identity
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.core.urls import redact_text, split_userinfo
+from tritonguard.dry_run_settings import DryRunSettings, expand_boolean
 
 CONFIG_ENV_VAR = "TRITONGUARD_CONFIG"
 # Config files load within the same bounds as playbooks (aliases, size, nesting).
@@ -367,7 +369,12 @@ class Settings(BaseSettings):
     model_config_refresh_s: float = Field(default=300.0, gt=0)
     triton_timeout_s: float = Field(default=5.0, gt=0)
     playbook_dirs: list[Path] = Field(default_factory=list)
-    dry_run: bool = True
+    dry_run: DryRunSettings = Field(
+        default_factory=DryRunSettings,
+        description=(
+            "notify / remediate: which kinds of step only plan; a bare true|false sets both."
+        ),
+    )
     action_budget_per_hour: int = Field(
         default=20,
         ge=1,
@@ -402,6 +409,14 @@ class Settings(BaseSettings):
         """
         budget = int(self.memory_budget_mb * 1024 * 1024)
         return EngineConfig(thresholds=self.thresholds, memory_budget_bytes=budget * 3 // 4)
+
+    def guard_settings(self) -> GuardSettings:
+        """Return the playbook guards' daemon-wide settings: both dry-run switches, the budget."""
+        return GuardSettings(
+            notify_dry_run=self.dry_run.notify,
+            remediate_dry_run=self.dry_run.remediate,
+            action_budget_per_hour=self.action_budget_per_hour,
+        )
 
     def recorder_budget_bytes(self) -> int:
         """Return the flight recorder's part of the memory budget."""
@@ -631,6 +646,7 @@ def load_settings(
     node: yaml.Node | None = None
     if path is not None:
         data, node = _read_config_file(path)
+        data = expand_boolean(data)
     clean_overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     try:
         with _file_data(data):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,23 +14,28 @@ import yaml
 
 from tritonguard.actions.registry import catalog
 from tritonguard.core.playbook_model import load_playbooks_text
-from tritonguard.settings import load_settings
+from tritonguard.settings import Settings, load_settings
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.31.0"
 
 
-@pytest.fixture(scope="module")
-def objects() -> list[dict[str, Any]]:
-    """Render deploy/ with kubectl kustomize."""
+def _render(path: Path) -> list[dict[str, Any]]:
+    """Render one kustomization with kubectl kustomize."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.fail("kubectl is not installed; run `make system-deps`")
     out = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True, timeout=60
+        [kubectl, "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    """Render deploy/ with kubectl kustomize."""
+    return _render(DEPLOY)
 
 
 def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -172,7 +178,8 @@ def test_shipped_config_and_playbooks_load(objects: list[dict[str, Any]], tmp_pa
     path = tmp_path / "config.yaml"
     path.write_text(config["data"]["config.yaml"])
     settings = load_settings(path)
-    assert settings.dry_run is True
+    # A fresh install tells on-call at once and changes nothing on a server.
+    assert (settings.dry_run.notify, settings.dry_run.remediate) == (False, True)
     assert settings.listen.endswith(":9108")
     playbooks = _one(objects, "ConfigMap", "tritonguard-playbooks")
     for name, text in playbooks["data"].items():
@@ -188,3 +195,54 @@ def test_monitor_examples_target_the_service_port(objects: list[dict[str, Any]])
     assert selector.items() <= service["metadata"]["labels"].items()
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+
+
+def _effective_settings(
+    objects: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """Load the rendered ConfigMap's settings under the Deployment's literal env, as the pod does."""
+    for name in list(os.environ):
+        if name.startswith("TRITONGUARD_"):
+            monkeypatch.delenv(name)
+    (container,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    for var in container["env"]:
+        if "value" in var:
+            monkeypatch.setenv(var["name"], var["value"])
+    path = tmp_path / "config.yaml"
+    path.write_text(_one(objects, "ConfigMap", "tritonguard-config")["data"]["config.yaml"])
+    return load_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("overlay", "notify", "remediate"),
+    [(None, False, True), ("dry-run", True, True), ("act", False, False)],
+)
+def test_overlays_render_with_their_switches(
+    overlay: str | None,
+    notify: bool,
+    remediate: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """deploy/ and each overlay render, validate strictly, and set the two dry-run switches.
+
+    deploy/ notifies and plans remediation; dry-run notifies nothing and acts on nothing; act
+    does both for real. Each keeps the same objects, and its playbooks load.
+    """
+    objects = _render(DEPLOY if overlay is None else DEPLOY / "overlays" / overlay)
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    assert len(objects) == len(_render(DEPLOY))
+    settings = _effective_settings(objects, tmp_path, monkeypatch)
+    assert (settings.dry_run.notify, settings.dry_run.remediate) == (notify, remediate)
+    playbooks = _one(objects, "ConfigMap", "tritonguard-playbooks")
+    books = [
+        b
+        for name, text in playbooks["data"].items()
+        for b in load_playbooks_text(text, name, catalog())
+    ]
+    acting = {b.name for b in books if not b.guards.dry_run}
+    expected = {"notify-on-call"}
+    if overlay == "act":
+        expected.add("batching-delay-lower-queue-delay")
+    assert acting == expected

@@ -40,7 +40,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults_are_safe() -> None:
     """Without a file or env the daemon is in dry-run with no targets."""
     s = load_settings()
-    assert s.dry_run is True
+    assert (s.dry_run.notify, s.dry_run.remediate) == (True, True)
     assert s.targets == []
     assert s.listen == "0.0.0.0:9108"
 
@@ -67,7 +67,7 @@ def test_toml_file_is_read(tmp_path: Path) -> None:
         'dry_run = false\n[[targets]]\nname = "a"\nmetrics_url = "http://h:8002/metrics"\n'
     )
     s = load_settings(path)
-    assert s.dry_run is False and s.targets[0].name == "a"
+    assert not s.dry_run.notify and not s.dry_run.remediate and s.targets[0].name == "a"
 
 
 def test_env_overrides_file_and_config_path_comes_from_env(

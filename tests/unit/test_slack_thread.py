@@ -80,13 +80,23 @@ def test_keys_are_unique_and_stable_per_message() -> None:
     assert first == keys()
 
 
-def test_a_dry_run_plan_opens_the_thread_too() -> None:
-    """A planned slack.post opens the thread: in dry-run it says what would be done."""
+def test_a_notification_that_ran_shows_planned_remediation() -> None:
+    """A slack.post that ran opens the thread, and planned remediation shows as a dry-run plan."""
     planner = ThreadPlanner()
     planner.on_event(incident())
     planner.on_record(rec("triton.update_config", "planned", dry_run=True))
-    [root] = planner.on_record(rec("slack.post", "planned", dry_run=True))
+    [root] = planner.on_record(rec("slack.post", "ran"))
     assert root.message is not None and "Dry-run — what would be done" in str(root.message.blocks)
+
+
+def test_a_planned_notification_posts_nothing() -> None:
+    """Under the notification dry-run a planned slack.post neither opens nor replies to a thread."""
+    planner = ThreadPlanner()
+    planner.on_event(incident())
+    assert planner.on_record(rec("slack.post", "planned", dry_run=True)) == []
+    assert planner.on_record(rec("triton.update_config", "planned", dry_run=True)) == []
+    assert [o.kind for o in planner.on_record(rec("slack.post"))] == ["post_root"]
+    assert planner.on_record(rec("slack.post", "planned", dry_run=True)) == []
 
 
 def test_routes_first_match_wins_and_the_playbook_channel_overrides() -> None:

@@ -29,11 +29,29 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class GuardSettings:
-    """Daemon-wide guard settings; dry-run is on until the operator turns it off."""
+    """Daemon-wide guard settings; dry-run is on until the operator turns it off.
+
+    ``dry_run`` sets both switches at once; ``notify_dry_run`` (steps that only tell people)
+    and ``remediate_dry_run`` (every other step), when given, override it for their kind.
+    """
 
     dry_run: bool = True
     action_budget_per_hour: int = 20
     require_fresh_data: bool = True
+    notify_dry_run: bool | None = None
+    remediate_dry_run: bool | None = None
+
+    def dry_for(self, *, notify: bool) -> bool:
+        """Return the daemon-wide dry-run switch for notification or remediation steps."""
+        own = self.notify_dry_run if notify else self.remediate_dry_run
+        return self.dry_run if own is None else own
+
+
+def step_dry_run(settings: GuardSettings, guards: Guards, *, notify: bool) -> bool:
+    """Return whether a step of this kind (notification or remediation) only plans."""
+    # A playbook's ``dry_run: true`` forces a plan; its ``false`` never lifts the operator's
+    # daemon-wide switch of the step's kind.
+    return guards.dry_run or settings.dry_for(notify=notify)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +80,7 @@ def decide(
     history: Sequence[RunRecord],
     settings: GuardSettings,
     leader_elsewhere: str | None = None,
+    notify_only: bool = False,
 ) -> Decision:
     """Decide whether ``playbook`` may run on ``subject`` at ``now``.
 
@@ -70,8 +89,12 @@ def decide(
     real action after dry-run is turned off. ``leader_elsewhere`` says why this replica does
     not lead (another holds the lease, or it cannot reach the API to renew it); it blocks every
     playbook, dry-run included, so replicas do not post the same plan twice.
+
+    The run's mode is that of what it would change: a playbook with any remediation step
+    follows the remediation switch, one of notifications only (``notify_only``) the
+    notification switch; the executor then decides each step by its own kind.
     """
-    dry = settings.dry_run or guards.dry_run
+    dry = step_dry_run(settings, guards, notify=notify_only)
     skey, mkey = subject.key(), model_key(subject)
     if leader_elsewhere is not None:
         return Decision(

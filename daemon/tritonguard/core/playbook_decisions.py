@@ -12,17 +12,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key
+from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
 from tritonguard.core.playbook_model import Playbook
 
 
 @dataclass(frozen=True, slots=True)
 class RunPlaybook:
-    """Run (or, in dry-run, plan) ``playbook`` for ``incident``."""
+    """Run (or, in dry-run, plan) ``playbook`` for ``incident``.
+
+    ``dry_run`` is the run's mode (that of what it would change) and the mode of its
+    remediation steps; ``notify_dry_run`` is the mode of its notification steps.
+    """
 
     incident: IncidentEvent
     playbook: Playbook
     dry_run: bool
+    notify_dry_run: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,8 @@ class StepContext:
     alerts_for: Callable[[IncidentEvent], frozenset[str]]
     # Whether a playbook reloads a model (counts toward every playbook's reload cooldown).
     reloads: Callable[[Playbook], bool]
+    # Whether every step of a playbook only tells people (it follows the notify switch).
+    notify_only: Callable[[Playbook], bool] = lambda b: False
     # Whether fresh data shows the subject recovered (no open incident, symptom gone).
     recovered: Callable[[Subject], bool] = lambda s: False
     # Why this replica may not act (another holds the leader lease), or None.
@@ -296,6 +303,7 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             history=work.history,
             settings=ctx.settings,
             leader_elsewhere=ctx.leader_elsewhere,
+            notify_only=ctx.notify_only(book),
         )
         if not verdict.allowed:
             skip = (event.incident_id, book.name, verdict.guard)
@@ -316,5 +324,6 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
                 ctx.reloads(book),
             )
         )
-        out.append(RunPlaybook(event, book, verdict.dry_run))
+        notify_dry = step_dry_run(ctx.settings, book.guards, notify=True)
+        out.append(RunPlaybook(event, book, verdict.dry_run, notify_dry))
     return out

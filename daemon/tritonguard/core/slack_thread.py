@@ -1,10 +1,11 @@
 """One Slack thread per incident, pure: which messages to post, update and upload, in order.
 
 The planner sees every incident transition and every audit record. The first ``slack.post``
-of an incident (ran, or planned in dry-run: a message changes nothing on a server) opens the
-thread with its root; from then on each step's result, verification, rollback, a playbook's
-further ``slack.post`` texts, approvals and the resolution are replies, and the root is
-updated in place to the incident as it stands. It returns :class:`Outgoing` items, each with a
+of an incident that ran opens the thread with its root (one planned under the notification
+dry-run posts nothing; remediation planned under its dry-run shows as a plan); from then on
+each step's result, verification, rollback, a playbook's further ``slack.post`` texts,
+approvals and the resolution are replies, and the root is updated in place to the incident
+as it stands. It returns :class:`Outgoing` items, each with a
 key unique to that message, which the delivery (the outbox) uses to post each one once.
 """
 
@@ -197,7 +198,11 @@ class ThreadPlanner:
             th = self._threads[rec.incident_id] = _Thread(
                 incident, severity(incident, self.settings.severity)
             )
-        if rec.action == "slack.post" and rec.status in ("ran", "planned"):
+        if rec.action == "slack.post" and rec.status == "planned":
+            # Notifications in dry-run (dry_run.notify) tell nobody: the audit trail has them.
+            th.records.append(rec)
+            return []
+        if rec.action == "slack.post" and rec.status == "ran":
             text = str(rec.detail.get("note") or rec.params.get("text") or "").strip()
             th.records.append(rec)
             if not th.started:

@@ -27,6 +27,7 @@ from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
+from tritonguard.dry_run_settings import DryRunSettings
 from tritonguard.lab.exporters import LabExporters
 from tritonguard.lab.loadgen import LoadGenerator, LoadStats
 from tritonguard.lab.node_exporter import NodeExporter
@@ -391,7 +392,7 @@ class LabWatch:
             listen=f"127.0.0.1:{free_port()}",
             shutdown_grace_s=5.0,
             log_level="warning",
-            dry_run=not self.act,
+            dry_run=DryRunSettings(notify=not self.act, remediate=not self.act),
             audit_db_path=self._workdir / "audit.sqlite3",
         )
         engine = Engine(settings.engine_config())

@@ -677,7 +677,7 @@ class DaemonApp:
             targets=[t.name for t in self.settings.targets],
             discovery=self.settings.discovery.namespaces or None,
             prometheus=redact_url(self.settings.prometheus_url or "") or None,
-            dry_run=self.settings.dry_run,
+            dry_run=self.settings.dry_run.as_dict(),
             listen=self.settings.listen,
         )
         self._log_webhook_state()

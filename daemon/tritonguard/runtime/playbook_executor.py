@@ -186,17 +186,35 @@ class PlaybookExecutor:
         if not dry_run:
             self.env.on_run()
 
+    def notifies(self, step: Step) -> bool:
+        """Whether the step's action only tells people (the notification dry-run switch)."""
+        action = self.actions.get(step.action)
+        return action is not None and action.kind == "notify"
+
+    def notify_only(self, book: Playbook) -> bool:
+        """Whether every step of the playbook only tells people."""
+        return all(self.notifies(s) for s in book.all_steps())
+
     async def run(
-        self, book: Playbook, event: IncidentEvent, dry_run: bool, now: float
+        self,
+        book: Playbook,
+        event: IncidentEvent,
+        dry_run: bool,
+        now: float,
+        notify_dry_run: bool | None = None,
     ) -> list[ActionRecord]:
         """Run (or plan) every step of ``book`` for ``event`` decided at ``now`` (after begin).
 
-        A plan is dated ``now``; a real run dates each step when it finishes, since a verify
-        step waits.
+        ``dry_run`` is the mode of remediation steps, ``notify_dry_run`` (unset: the same)
+        that of notification steps. A plan is dated ``now``; a real run dates each step when
+        it finishes, since a verify step waits.
         """
-        if dry_run:
+        notify_dry = dry_run if notify_dry_run is None else notify_dry_run
+        if dry_run and notify_dry:
             return await self._plan(book, event, now)
-        return await self._execute(book, event, now)
+        return await self._execute(
+            book, event, now, lambda step: notify_dry if self.notifies(step) else dry_run
+        )
 
     def _context(self, book: Playbook, event: IncidentEvent, dry_run: bool) -> ActionContext:
         subject = event.subject
@@ -257,50 +275,55 @@ class PlaybookExecutor:
         records: list[ActionRecord] = []
         ctx = self._context(book, event, True)
         for step in book.all_steps():
-            try:
-                rendered, params = self._params(step, event, now)
-            except _Failed as exc:
-                records.append(self._refused(event, book, step, True, exc, now))
+            rec, failed = await self._plan_step(book, event, step, ctx, now)
+            records.append(rec)
+            if failed is not None:
                 break
-            action = self.actions[step.action]
-            try:
-                detail = await action.plan(ctx, params) if action.plan else {}
-            except BoundsExceeded as exc:
-                records.append(
-                    self.record(
-                        event,
-                        book.name,
-                        step.action,
-                        rendered,
-                        True,
-                        "skipped",
-                        now,
-                        guard="bounds",
-                        reason=str(exc),
-                    )
-                )
-                break
-            except Exception as exc:  # planning reads at most; report why and keep planning
-                detail = {"note": f"could not plan in detail: {exc}"}
-            records.append(
-                self.record(
-                    event,
-                    book.name,
-                    step.action,
-                    rendered,
-                    True,
-                    "planned",
-                    now,
-                    reason="dry-run",
-                    detail=detail,
-                )
-            )
-            if getattr(params, "restore_on_resolve", False):
-                action_name, undo_params = self._planned_restore(detail)
-                self.store.add_undo(
-                    event.incident_id, book.name, action_name, undo_params, True, dry_run=True
-                )
         return records
+
+    async def _plan_step(
+        self, book: Playbook, event: IncidentEvent, step: Step, ctx: ActionContext, now: float
+    ) -> tuple[ActionRecord, _Failed | None]:
+        """Plan one step and record it; return why it could not be planned, if it could not."""
+        try:
+            rendered, params = self._params(step, event, now)
+        except _Failed as exc:
+            return self._refused(event, book, step, True, exc, now), exc
+        action = self.actions[step.action]
+        try:
+            detail = await action.plan(ctx, params) if action.plan else {}
+        except BoundsExceeded as exc:
+            rec = self.record(
+                event,
+                book.name,
+                step.action,
+                rendered,
+                True,
+                "skipped",
+                now,
+                guard="bounds",
+                reason=str(exc),
+            )
+            return rec, _Failed("skipped", "bounds", str(exc))
+        except Exception as exc:  # planning reads at most; report why and keep planning
+            detail = {"note": f"could not plan in detail: {exc}"}
+        rec = self.record(
+            event,
+            book.name,
+            step.action,
+            rendered,
+            True,
+            "planned",
+            now,
+            reason="dry-run",
+            detail=detail,
+        )
+        if getattr(params, "restore_on_resolve", False):
+            action_name, undo_params = self._planned_restore(detail)
+            self.store.add_undo(
+                event.incident_id, book.name, action_name, undo_params, True, dry_run=True
+            )
+        return rec, None
 
     def _planned_restore(self, detail: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """Return the restore a live run would make for a planned change (as far as known)."""
@@ -321,13 +344,28 @@ class PlaybookExecutor:
         }
 
     async def _execute(
-        self, book: Playbook, event: IncidentEvent, now: float
+        self,
+        book: Playbook,
+        event: IncidentEvent,
+        now: float,
+        planned: Callable[[Step], bool] = lambda step: False,
     ) -> list[ActionRecord]:
         records: list[ActionRecord] = []
         ctx = self._context(book, event, False)
         undos: list[PendingUndo] = []
         failure: _Failed | None = None
         for step in book.all_steps():
+            if planned(step):
+                # This step's kind is in dry-run while others act: plan it in place.
+                rec, failed = await self._plan_step(
+                    book, event, step, replace(ctx, dry_run=True), self.env.clock()
+                )
+                records.append(rec)
+                if failed is None:
+                    continue
+                if undos:  # what already changed is rolled back, as after any failure
+                    failure = failed
+                break
             try:
                 rendered, params = self._params(step, event, now)
             except _Failed as exc:

@@ -315,8 +315,9 @@ def build_service(
 
     Playbook files that do not load raise PlaybookError, unless the audit database holds
     the last good set: the daemon then starts with it and says what is wrong (``/readyz``,
-    the log). Dry-run is the global ``dry_run`` setting (on by default); each playbook's own
-    ``guards.dry_run`` must be off as well before anything changes on a server.
+    the log). Dry-run is the global ``dry_run`` setting, one switch for notifications and one
+    for remediation (both on by default); a playbook's own ``guards.dry_run: true`` plans
+    both kinds, and its ``false`` never lifts the global switch of a step's kind.
     """
     dirs = playbook_dirs(settings)
     store = AuditStore(settings.audit_db_path)
@@ -359,9 +360,7 @@ def build_service(
             clock=clock,
         )
         env.on_run = elector.nudge
-    guards = guard_settings or GuardSettings(
-        dry_run=settings.dry_run, action_budget_per_hour=settings.action_budget_per_hour
-    )
+    guards = guard_settings or settings.guard_settings()
     stage = PlaybookStage(
         books or [],
         PlaybookExecutor(store, env),

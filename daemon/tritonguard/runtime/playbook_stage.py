@@ -128,6 +128,7 @@ class PlaybookStage:
             recovered=lambda subject: features.recovered(subject, now),
             alerts_for=self.alerts_for,
             reloads=self.executor.reloads,
+            notify_only=self.executor.notify_only,
             leader_elsewhere=self.leader_elsewhere(),
         )
         result = StepResult()
@@ -150,7 +151,8 @@ class PlaybookStage:
                     self._report(e.subject, [rec])
                 case RunPlaybook(incident=e, playbook=book, dry_run=dry):
                     ex.begin(book, e, dry, now)
-                    self._chain(result, e, functools.partial(ex.run, book, e, dry, now))
+                    run = functools.partial(ex.run, book, e, dry, now, decision.notify_dry_run)
+                    self._chain(result, e, run)
                 case HandOver(resolved=old, successor=new):
                     self._chain(result, old, functools.partial(_at_once, ex.hand_over, old, new))
                 case Resolve(incident=e):
