@@ -142,7 +142,7 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
     """With both dry-run switches on (the default) the playbook is planned and audited, not run.
 
     Its notification is planned too, so nothing goes to Slack: the deploy's config turns the
-    notification switch off (test_dry_run_switches.py).
+    notification switch off (test_dry_run_switches.py). /readyz states both switches.
     """
     _, server = metrics
     s = settings(tmp_path, server, slack=slack_of(fake_slack))
@@ -154,6 +154,9 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
             body = await resp.json()
         async with http.get(f"{base}/api/incidents/history") as resp:
             history = await resp.json()
+        async with http.get(f"{base}/readyz") as resp:
+            ready = await resp.json()
+    assert ready["dry_run"] == {"notify": True, "remediate": True}
     [incident] = body["incidents"]
     # The audit trail lists it too, with the id `tritonguard test --from-incident` takes.
     assert [h["incident_id"] for h in history["incidents"]] == [incident["id"]]

@@ -541,6 +541,7 @@ class DaemonApp:
         ready = sources_ok and evaluated and discovery_ok and not self.supervisor.stopping.is_set()
         state = self._playbooks.playbook_state() if self._playbooks is not None else None
         detail = {
+            "dry_run": s.dry_run.as_dict(),
             "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
             "playbooks": state.as_dict() if state is not None else None,
             "sources_fresh": sources_ok,
