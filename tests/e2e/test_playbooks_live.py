@@ -34,6 +34,7 @@ from tests.fakes.fake_slack import FakeSlack
 from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.thresholds import Thresholds
+from tritonguard.dry_run_settings import DryRunSettings
 from tritonguard.lab.loadgen import LoadGenerator, LoadSpec, LoadStats, Segment
 from tritonguard.lab.repository import (
     Behaviour,
@@ -390,7 +391,7 @@ async def lab(
     specs: list[ModelSpec],
     books: dict[str, str],
     *,
-    dry_run: bool = False,
+    dry_run: bool | DryRunSettings = False,
     ingress: bool = False,
 ) -> AsyncIterator[Lab]:
     """Start Triton with ``specs``, the daemon with ``books``, and stop everything afterwards."""
@@ -810,9 +811,13 @@ async def test_fix_that_does_not_help_is_rolled_back_and_escalated(
 async def test_dry_run_plans_from_the_live_config_and_changes_nothing(
     tmp_path: Path, fake_slack: FakeSlack
 ) -> None:
-    """Global dry-run: the daemon diagnoses and plans the change, the server's config is intact."""
+    """The shipped switches: the change is planned, the server's config intact, Slack told.
+
+    Remediation dry-run on and notification dry-run off, as deploy/base/config.yaml sets them.
+    """
     books = {"batching_delay": shipped("batching_delay", when__held_for="3s", verify__wait="12s")}
-    async with lab(tmp_path, fake_slack, [RANKER], books, dry_run=True) as lb:
+    switches = DryRunSettings(notify=False, remediate=True)
+    async with lab(tmp_path, fake_slack, [RANKER], books, dry_run=switches) as lb:
         before = await lb.client.model_config("ranker")
         lb.load(LoadSpec("ranker", schedule=(Segment(0, 6.0),), duration_s=90, burstiness=3))
         planned = await until(
@@ -825,7 +830,7 @@ async def test_dry_run_plans_from_the_live_config_and_changes_nothing(
     assert planned["status"] == "planned"
     assert planned["detail"]["changes"][0]["new"] == 500
     assert after == before
-    assert all(dry for _, _, dry in statuses)
-    # The thread still tells on-call, as a plan: a message changes nothing on a server.
+    assert all(dry != (action == "slack.post") for action, _, dry in statuses)
+    # The notification ran; the thread shows the remediation as a plan.
     roots = fake_slack.roots_in(CHANNEL)
     assert roots and all("Dry-run — what would be done" in str(m.blocks) for m in roots)

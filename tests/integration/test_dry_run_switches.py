@@ -155,3 +155,26 @@ async def test_a_playbook_in_its_own_dry_run_plans_its_notification_too(
         ("slack.post", "planned"),
         ("kubernetes.scale", "planned"),
     ]
+
+
+async def test_remediation_for_real_with_notifications_planned(
+    kube: FakeKube, slack: FakeSlack
+) -> None:
+    """Notifications planned, remediation live: the scale runs and nothing goes to Slack."""
+    on = stage(
+        acting_cpu_playbook(),
+        AuditStore(),
+        settings=GuardSettings(notify_dry_run=True, remediate_dry_run=False),
+        env=env(kube, slack),
+    )
+    threads = attach(on, slack)
+    records = await handle(on, incident())
+    assert [(r.action, r.status, r.dry_run) for r in records] == [
+        ("slack.post", "planned", True),
+        ("kubernetes.scale", "ran", False),
+    ]
+    deployment = kube.get_object("Deployment", "prod", "triton")
+    assert deployment is not None and deployment["spec"]["replicas"] == 3
+    await threads.worker.drain()
+    assert slack.messages_in("#tritonguard-alerts") == []
+    await threads.close()
