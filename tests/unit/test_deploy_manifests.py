@@ -246,3 +246,15 @@ def test_overlays_render_with_their_switches(
     if overlay == "act":
         expected.add("batching-delay-lower-queue-delay")
     assert acting == expected
+
+
+def test_act_example_is_the_shipped_playbook_with_its_dry_run_off() -> None:
+    """The act overlay's playbook differs from the shipped batching_delay one in dry_run only."""
+    example = (DEPLOY / "overlays" / "act" / "playbooks" / "batching_delay.yaml").read_text()
+    shipped = (ROOT / "playbooks" / "batching_delay.yaml").read_text()
+    [act] = load_playbooks_text(example, "act.yaml", catalog())
+    [base] = load_playbooks_text(shipped, "shipped.yaml", catalog())
+    assert base.guards.dry_run and not act.guards.dry_run
+    off = base.model_copy(update={"guards": base.guards.model_copy(update={"dry_run": False})})
+    # ``source`` (file:line) is left out of the dump: only the playbook itself is compared.
+    assert act.model_dump() == off.model_dump()
