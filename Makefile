@@ -37,10 +37,10 @@ live: venv system-deps
 	$(BIN)/pytest -q -m live
 
 # The whole test suite: lint, type checks, layer contracts, unit, replay and live end-to-end tests.
-# Two workers: the end-to-end runs (mostly waiting on real Tritons) keep one, in turn, while
-# the rest of the suite runs beside them (see tests/conftest.py).
+# Two workers: the end-to-end runs mostly wait on real Tritons, so two run side by side, or
+# one beside the CPU-bound rest of the suite; each worker starts its own live lab.
 test: venv system-deps lint
-	$(BIN)/pytest -q --durations=25 -n 2 --dist loadgroup
+	$(BIN)/pytest -q --durations=25 -n 2
 
 # The main job: a local Triton, the daemon against it, faults injected one after another.
 demo: venv system-deps

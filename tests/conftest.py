@@ -53,19 +53,6 @@ def pytest_configure(config: pytest.Config) -> None:
     leak_guard.install(config)
 
 
-@pytest.hookimpl(tryfirst=True)  # before the parallel scheduler reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the end-to-end runs on one worker when the suite runs in parallel.
-
-    They share one live lab per session (Tritons, Prometheus, load generators), and each
-    wants the machine's cores for its own Tritons: one worker runs them in turn while the
-    other takes the rest of the suite.
-    """
-    for item in items:
-        if item.nodeid.startswith("tests/e2e/"):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Keep the per-test garbage collection as cheap as what each test allocates."""
     leak_guard.freeze_startup_objects()
