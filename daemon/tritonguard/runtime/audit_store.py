@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -518,17 +518,8 @@ class AuditStore:
         return [
             PendingVerification(
                 verification_id=int(r[0]),
-                incident=IncidentEvent(
-                    event="updated",
-                    incident_id=str(r[1]),
-                    cause=str(r[3]),
-                    subject=Subject(str(r[4]), str(r[5]), str(r[6])),
-                    at=float(r[10]),
-                    confidence=0.0,
-                    summary=f"verification of {r[2]} left without a verdict",
-                    evidence={},
-                    fix=Fix(""),
-                    opened_at=float(r[7]),
+                incident=_left_incident(
+                    r, float(r[10]), f"verification of {r[2]} left without a verdict"
                 ),
                 playbook=str(r[2]),
                 checks=tuple(json.loads(r[8])),
@@ -759,17 +750,8 @@ class AuditStore:
         return [
             PendingIntent(
                 intent_id=int(r[0]),
-                incident=IncidentEvent(
-                    event="updated",
-                    incident_id=str(r[1]),
-                    cause=str(r[3]),
-                    subject=Subject(str(r[4]), str(r[5]), str(r[6])),
-                    at=float(r[12]),
-                    confidence=0.0,
-                    summary=f"{r[8]} of {r[2]} left without an outcome",
-                    evidence={},
-                    fix=Fix(""),
-                    opened_at=float(r[7]),
+                incident=_left_incident(
+                    r, float(r[12]), f"{r[8]} of {r[2]} left without an outcome"
                 ),
                 playbook=str(r[2]),
                 action=str(r[8]),
@@ -817,4 +799,24 @@ def _handed_event(item: Handed) -> IncidentEvent:
         evidence={},
         fix=Fix(""),
         opened_at=item.opened_at,
+    )
+
+
+def _left_incident(row: Sequence[Any], at: float, summary: str) -> IncidentEvent:
+    """Rebuild the incident of a step left pending from its row's leading columns.
+
+    Verifications and intents both store (id, incident_id, playbook, cause, namespace, model,
+    pod, opened_at, ...) first; only what the restart needs to act on is restored.
+    """
+    return IncidentEvent(
+        event="updated",
+        incident_id=str(row[1]),
+        cause=str(row[3]),
+        subject=Subject(str(row[4]), str(row[5]), str(row[6])),
+        at=at,
+        confidence=0.0,
+        summary=summary,
+        evidence={},
+        fix=Fix(""),
+        opened_at=float(row[7]),
     )
