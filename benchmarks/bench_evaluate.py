@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.fleet_gen import Fleet, FleetSpec
+from benchmarks.healthy_fleet import fleet_ingesters
 from tritonguard.core.engine import Engine
-from tritonguard.core.exposition import SeriesCache, parse_exposition
+from tritonguard.core.exposition import parse_exposition
 from tritonguard.core.metric_names import is_consumed
-from tritonguard.core.scrape_ingest import TargetIngest
 from tritonguard.core.series_store import SeriesStore
 
 MODELS = 20
@@ -65,17 +65,7 @@ def measure(subjects: int, ticks: int, *, seed: int = 0) -> TickCost:
     spec = FleetSpec(pods=max(1, subjects // MODELS), models=MODELS, interval_s=10.0, seed=seed)
     fleet = Fleet(spec)
     engine = Engine()
-    cache = SeriesCache()
-    ingesters = {
-        target.name: TargetIngest(
-            engine.store,
-            extra_labels=target.labels,
-            honor_labels=target.honor_labels,
-            source=target.name,
-            cache=cache,
-        )
-        for target in fleet.targets
-    }
+    ingesters = fleet_ingesters(fleet, engine.store)
     names: list[str] = []
     evaluate: list[float] = []
     baseline: list[float] = []

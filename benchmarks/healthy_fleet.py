@@ -18,6 +18,7 @@ from tritonguard.core.engine import Engine
 from tritonguard.core.exposition import SeriesCache
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.scrape_ingest import TargetIngest
+from tritonguard.core.series_store import SeriesStore
 
 
 @dataclass
@@ -42,14 +43,12 @@ class FleetRun:
         )
 
 
-def run_healthy_fleet(spec: FleetSpec, scrapes: int) -> FleetRun:
-    """Scrape and evaluate ``spec`` for ``scrapes`` intervals; return what opened."""
-    fleet = Fleet(spec)
-    engine = Engine()
+def fleet_ingesters(fleet: Fleet, store: SeriesStore) -> dict[str, TargetIngest]:
+    """One ingester per target of ``fleet`` into ``store``, as the scrape source keeps them."""
     cache = SeriesCache()
-    ingesters = {
+    return {
         target.name: TargetIngest(
-            engine.store,
+            store,
             extra_labels=target.labels,
             honor_labels=target.honor_labels,
             source=target.name,
@@ -57,6 +56,13 @@ def run_healthy_fleet(spec: FleetSpec, scrapes: int) -> FleetRun:
         )
         for target in fleet.targets
     }
+
+
+def run_healthy_fleet(spec: FleetSpec, scrapes: int) -> FleetRun:
+    """Scrape and evaluate ``spec`` for ``scrapes`` intervals; return what opened."""
+    fleet = Fleet(spec)
+    engine = Engine()
+    ingesters = fleet_ingesters(fleet, engine.store)
     run = FleetRun(subjects=spec.pods * spec.models, scrapes=scrapes)
     for t, texts in fleet.scrape_many(scrapes):
         began = time.process_time()
