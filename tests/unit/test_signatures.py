@@ -123,6 +123,24 @@ def test_too_many_instances_fires_on_concurrency_without_throughput() -> None:
     assert_detected(events, "too_many_instances")
 
 
+def test_too_many_instances_quiet_when_requests_wait_longer_for_the_same_instances() -> None:
+    """Slower work with a growing queue share is not contention between instances.
+
+    Four instances configured, executions overlapping and each 4x slower at flat throughput,
+    as in the case above, but requests now wait 60 ms in the queue (share 0.05 -> 0.43): the
+    instances are busy longer under the same arrivals. More instances than the device can run
+    take requests as they come, so they drain the queue rather than grow it.
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=80, queue_ms=60)],
+        interval=IV,
+    )
+    cfg = {"max_batch_size": 8, "instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
+    assert "too_many_instances" not in causes(
+        run_engine(series, interval=IV, configs={"resnet": cfg})
+    )
+
+
 def test_too_many_instances_quiet_when_the_load_grew() -> None:
     """Four times the traffic on four instances: more executions in flight is the load.
 

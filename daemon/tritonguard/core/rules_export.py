@@ -1204,7 +1204,11 @@ class _Builder:
             f"{sust} and on ({BY}) ({f('busy_instances')} >= 1.3) "
             f"and on ({BY}) ({_ratio('compute_per_inference_us')} >= {num(t.compute_inflation)}) "
             # The accelerator is not what they fight over.
-            f"unless on ({BY}) ({f('gpu_util')} < {num(t.gpu_underused)})"
+            f"unless on ({BY}) ({f('gpu_util')} < {num(t.gpu_underused)}) "
+            # Requests wait longer for the same instances: the work got slower under them.
+            f"unless on ({BY}) ({f('queue_share')} > {_base('queue_share')} * "
+            f"{num(t.shift_floor)} and on ({BY}) {f('queue_share')} > {_base('queue_share')} + "
+            f"{num(t.contention_queue_slack)})"
         )
         score = score_of(
             0.55,

@@ -202,6 +202,19 @@ class Thresholds(BaseModel):
             "window of at least min_requests (20) requests is at most 1/sqrt(20), 22 %."
         ),
     )
+    contention_queue_slack: float = Field(
+        0.05,
+        description=(
+            "too_many_instances needs the queue share no higher than its baseline by more than "
+            "shift_floor and this absolute share. More instances than the accelerator can run "
+            "take requests as they arrive (an idle instance takes each one), so time moves from "
+            "the queue into compute and the queue share falls. When the work itself slows on "
+            "the same instances (a noisy neighbour, bigger inputs, a throttled CPU), each "
+            "instance stays busy longer, requests wait, and the queue share rises: by M/M/c, "
+            "waiting grows faster than utilisation. The slack covers a share's window-to-window "
+            "noise near zero, where a relative factor alone would trip on 0.02 to 0.03."
+        ),
+    )
     load_increase: float = Field(
         1.25,
         description=(

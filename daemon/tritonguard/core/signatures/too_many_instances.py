@@ -41,6 +41,15 @@ def check(ctx: Context) -> Finding | None:
     load = b.ratio("request_rate", f.request_rate)
     if load is not None and load >= t.load_increase:
         return None  # more work explains more executions in flight: a load rise, not a config
+    base_queue = b.get("queue_share")
+    if (
+        f.queue_share is not None
+        and base_queue is not None
+        and f.queue_share > max(base_queue * t.shift_floor, base_queue + t.contention_queue_slack)
+    ):
+        # Requests wait longer for the same instances: the work got slower under them, which
+        # is what contention between instances cannot do (they take requests as they come).
+        return None
     if f.gpu_util is not None and f.gpu_util < t.gpu_underused:
         return None  # the accelerator is not what they fight over
     ev = symptom_evidence(ctx)
