@@ -17,7 +17,7 @@ import yaml
 
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.integration.test_playbooks_kube_slack import env, incident
+from tests.integration.test_playbooks_kube_slack import env, incident, seed_incident_pod
 from tests.playbook_harness import handle, stage
 from tests.slack_delivery import attach
 from tritonguard.core.guards import GuardSettings
@@ -37,6 +37,7 @@ async def kube() -> AsyncIterator[FakeKube]:
     async with FakeKube() as server:
         server.add_namespace("prod")
         server.add_deployment("prod", "triton", replicas=2)
+        seed_incident_pod(server)
         yield server
 
 

@@ -25,12 +25,23 @@ from tritonguard.runtime.playbook_files import load_playbook_files
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 
+def seed_incident_pod(server: FakeKube) -> None:
+    """Give Deployment prod/triton the pod the harness's incidents are on, via a ReplicaSet.
+
+    The pod's name is not the Deployment's plus a suffix by construction: only its
+    ownerReferences say whose it is, as kubernetes.scale reads them.
+    """
+    server.add_replicaset("prod", "triton-5d9c7b", deployment="triton")
+    server.add_pod("prod", "triton-5d9c7b-x2x9q", owner=("ReplicaSet", "triton-5d9c7b"))
+
+
 @pytest.fixture
 async def kube() -> AsyncIterator[FakeKube]:
-    """Yield a fake API server with one Deployment of two replicas."""
+    """Yield a fake API server with one Deployment of two replicas and the incident's pod."""
     async with FakeKube() as server:
         server.add_namespace("prod")
         server.add_deployment("prod", "triton", replicas=2)
+        seed_incident_pod(server)
         yield server
 
 
@@ -107,7 +118,7 @@ when: {causes: [cpu_bottleneck]}
 guards: {dry_run: false}
 steps:
   - action: kubernetes.scale
-    params: {name: "{{ pod.rsplit('-', 2)[0] }}", add: 1}
+    params: {add: 1}
 """
     on = stage(
         [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, None)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.playbook_harness import incident
 from tritonguard.actions.registry import ActionContext, ActionFailed, UndoStep, get
-from tritonguard.clients.ports import Hpa, WorkloadKind
+from tritonguard.clients.ports import Hpa, ScaledObject, Workload, WorkloadKind
 from tritonguard.core.guards import merge_bounds
 
 CONFIG: dict[str, Any] = {
@@ -118,6 +118,24 @@ class FakeKube:
         hpa = await self.find_hpa_for("Deployment", namespace, "triton")
         assert hpa is not None
         return hpa
+
+    async def read_hpa(self, namespace: str, name: str) -> Hpa:
+        """Return the HPA (there must be one)."""
+        hpa = await self.find_hpa_for("Deployment", namespace, "triton")
+        assert hpa is not None
+        return hpa
+
+    async def workload_of_pod(self, namespace: str, pod: str) -> Workload | None:
+        """Every pod here belongs to the Deployment ``triton``."""
+        return Workload("Deployment", "triton")
+
+    async def read_scaled_object(self, namespace: str, name: str) -> ScaledObject:
+        """No KEDA here."""
+        raise AssertionError("no ScaledObject here")
+
+    async def set_scaled_object_min(self, namespace: str, name: str, n: int | None) -> ScaledObject:
+        """No KEDA here."""
+        raise AssertionError("no ScaledObject here")
 
     async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """No leases here."""

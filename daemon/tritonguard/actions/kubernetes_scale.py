@@ -1,4 +1,10 @@
-"""``kubernetes.scale``: replicas within bounds; when an HPA owns the workload, its minReplicas.
+"""``kubernetes.scale``: the pod's owning workload within bounds, through its HPA or ScaledObject.
+
+The workload is the one the incident's pod belongs to, read from its owner chain (Pod →
+ReplicaSet → Deployment, or Pod → StatefulSet) unless the playbook names one. When an HPA
+controls the replica count its minReplicas is raised instead; when KEDA made that HPA, the
+ScaledObject's minReplicaCount is raised instead and put back when the incident resolves,
+because KEDA reverts any edit to the HPA it owns (kedacore/keda#6061, #2917).
 
 The count is computed once, from the replicas read before the change, and written as an
 absolute number. A write that fails is judged by reading the count back (see
@@ -21,15 +27,25 @@ from tritonguard.actions.registry import (
     UndoStep,
     action,
 )
+from tritonguard.clients.ports import Hpa, KubeApi, Workload
 from tritonguard.core.config_patch import BoundError
 from tritonguard.core.guards import DEFAULT_REPLICA_BOUND
 
+# What KEDA assumes when a ScaledObject does not say (its CRD defaults).
+KEDA_DEFAULT_MIN, KEDA_DEFAULT_MAX = 0, 100
+
 
 class ScaleParams(ActionParams):
-    """Either an absolute ``replicas`` or a relative ``add``; bounded by guards.bounds.replicas."""
+    """Either an absolute ``replicas`` or a relative ``add``; bounded by guards.bounds.replicas.
 
-    kind: Literal["Deployment", "StatefulSet"] = "Deployment"
-    name: str = Field(description="workload name, e.g. triton-{{ model }}")
+    Without ``name`` the workload is the Deployment or StatefulSet owning the incident's pod;
+    a ``kind`` given with it must match what the owner chain says.
+    """
+
+    kind: Literal["Deployment", "StatefulSet"] | None = Field(
+        None, description="default: the owner's kind (Deployment when a name is given)"
+    )
+    name: str | None = Field(None, description="default: the owner of the incident's pod")
     namespace: str | None = Field(None, description="default: the incident's namespace")
     replicas: int | None = Field(None, ge=0)
     add: int | None = None
@@ -51,71 +67,90 @@ def _target(ctx: ActionContext, params: ScaleParams, current: int | None) -> int
     return wanted
 
 
+async def resolve_workload(ctx: ActionContext, params: ScaleParams, kube: KubeApi) -> Workload:
+    """Return the workload to scale: the one named, else the owner of the incident's pod."""
+    ns = params.namespace or ctx.subject.namespace
+    if params.name:
+        return Workload(params.kind or "Deployment", params.name)
+    pod = ctx.subject.pod
+    if not pod:
+        raise ActionFailed(
+            f"the incident on {ctx.subject.key()} names no pod, so it has no owner to scale; "
+            "name the workload (params.name)"
+        )
+    try:
+        found = await kube.workload_of_pod(ns, pod)
+    except Exception as exc:  # the client's one-line error (404: the pod is gone, 403: RBAC)
+        raise ActionFailed(
+            f"kubernetes: cannot follow the owner of pod {ns}/{pod}: {exc}"
+        ) from None
+    if found is None:
+        raise ActionFailed(
+            f"pod {ns}/{pod} is owned by no Deployment or StatefulSet (a bare pod, a DaemonSet "
+            "or a Job): nothing to scale"
+        )
+    if params.kind is not None and found.kind != params.kind:
+        raise ActionFailed(
+            f"pod {ns}/{pod} belongs to {found.kind} {found.name}, not to a {params.kind}"
+        )
+    return found
+
+
+def _label(ns: str, workload: Workload) -> str:
+    return f"{ns}/{workload.kind}/{workload.name}"
+
+
 async def _plan(ctx: ActionContext, params: ScaleParams) -> dict[str, Any]:
     ns = params.namespace or ctx.subject.namespace
-    current = None
-    if ctx.kube is not None:
-        current = await ctx.kube.get_scale(params.kind, ns, params.name)
-    elif params.add is not None:
-        return {"workload": f"{ns}/{params.kind}/{params.name}", "add": params.add}
-    return {
-        "workload": f"{ns}/{params.kind}/{params.name}",
+    if ctx.kube is None:
+        # Without the API the owner is not known yet: the plan says whose it will be.
+        where = (
+            _label(ns, Workload(params.kind or "Deployment", params.name))
+            if params.name
+            else f"the owner of pod {ns}/{ctx.subject.pod or '*'}"
+        )
+        if params.add is not None:
+            return {"workload": where, "add": params.add}
+        return {"workload": where, "replicas": _target(ctx, params, None)}
+    workload = await resolve_workload(ctx, params, ctx.kube)
+    current = await ctx.kube.get_scale(workload.kind, ns, workload.name)
+    plan: dict[str, Any] = {
+        "workload": _label(ns, workload),
         "replicas": _target(ctx, params, current),
     }
+    hpa = await ctx.kube.find_hpa_for(workload.kind, ns, workload.name)
+    if hpa is not None and hpa.scaled_object:
+        plan["scaled_object"] = f"{ns}/{hpa.scaled_object}"
+    elif hpa is not None:
+        plan["hpa"] = f"{ns}/{hpa.name}"
+    return plan
 
 
 @action("kubernetes.scale", ScaleParams, plan=_plan)
 async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
-    """Scale the workload, or raise its HPA's minReplicas when an HPA owns the replica count."""
+    """Scale the pod's workload; through its HPA's minReplicas, or KEDA's minReplicaCount."""
     kube = ctx.kube
     if kube is None:
         raise ActionFailed("no Kubernetes API configured")
     ns = params.namespace or ctx.subject.namespace
+    workload = await resolve_workload(ctx, params, kube)
+    kind, name = workload.kind, workload.name
     try:
-        current = int(await kube.get_scale(params.kind, ns, params.name))
+        current = int(await kube.get_scale(kind, ns, name))
         wanted = _target(ctx, params, current)
-        hpa = await kube.find_hpa_for(params.kind, ns, params.name)
+        hpa = await kube.find_hpa_for(kind, ns, name)
+        if hpa is not None and hpa.scaled_object:
+            return await _through_keda(ctx, kube, ns, workload, hpa, wanted, current)
         if hpa is not None:
-            hpa_name, old_min = str(hpa.name), int(hpa.min_replicas)
-            if wanted > int(hpa.max_replicas):
-                raise BoundsExceeded(
-                    f"minReplicas {wanted} would exceed the HPA's maxReplicas {hpa.max_replicas}"
-                )
-
-            async def hpa_min() -> int:
-                found = await kube.find_hpa_for(params.kind, ns, params.name)
-                return -1 if found is None else int(found.min_replicas)
-
-            undo = UndoStep(
-                "kubernetes.hpa_min", {"namespace": ns, "name": hpa_name, "min_replicas": old_min}
-            )
-            # On file before the write: a daemon killed with the patch in flight is put back
-            # to the count read above at its next start, whether the patch landed or not.
-            ctx.intend(undo)
-            note = await _write(
-                lambda: kube.set_hpa_min_replicas(ns, hpa_name, wanted),
-                hpa_min,
-                wanted=wanted,
-                before=old_min,
-                what=f"HPA {ns}/{hpa_name} {{has}} minReplicas {{n}}",
-            )
-            return ActionResult(
-                detail={
-                    "hpa": f"{ns}/{hpa_name}",
-                    "min_replicas": wanted,
-                    "was": old_min,
-                    **({"note": note} if note else {}),
-                },
-                undo=undo,
-            )
+            return await _through_hpa(ctx, kube, ns, workload, hpa, wanted)
         undo = UndoStep(
             "kubernetes.scale",
-            {"kind": params.kind, "name": params.name, "namespace": ns, "replicas": current},
+            {"kind": kind, "name": name, "namespace": ns, "replicas": current},
         )
         ctx.intend(undo)
         note = await _write(
-            lambda: kube.set_scale(params.kind, ns, params.name, wanted),
-            lambda: kube.get_scale(params.kind, ns, params.name),
+            lambda: kube.set_scale(kind, ns, name, wanted),
+            lambda: kube.get_scale(kind, ns, name),
             wanted=wanted,
             before=current,
             what="the workload {has} {n} replicas",
@@ -126,9 +161,116 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
         raise ActionFailed(f"kubernetes: {exc}") from None
     return ActionResult(
         detail={
-            "workload": f"{ns}/{params.kind}/{params.name}",
+            "workload": _label(ns, workload),
             "replicas": wanted,
             "was": current,
+            **({"note": note} if note else {}),
+        },
+        undo=undo,
+    )
+
+
+async def _through_hpa(  # noqa: PLR0917 - the step's context, the workload and its HPA
+    ctx: ActionContext, kube: KubeApi, ns: str, workload: Workload, hpa: Hpa, wanted: int
+) -> ActionResult:
+    """Raise the HPA's minReplicas to ``wanted`` (the HPA then scales the workload to it)."""
+    hpa_name, old_min = str(hpa.name), int(hpa.min_replicas)
+    if wanted > int(hpa.max_replicas):
+        raise BoundsExceeded(
+            f"minReplicas {wanted} would exceed the HPA's maxReplicas {hpa.max_replicas}"
+        )
+
+    async def hpa_min() -> int:
+        found = await kube.find_hpa_for(workload.kind, ns, workload.name)
+        return -1 if found is None else int(found.min_replicas)
+
+    undo = UndoStep(
+        "kubernetes.hpa_min", {"namespace": ns, "name": hpa_name, "min_replicas": old_min}
+    )
+    # On file before the write: a daemon killed with the patch in flight is put back
+    # to the count read above at its next start, whether the patch landed or not.
+    ctx.intend(undo)
+    note = await _write(
+        lambda: kube.set_hpa_min_replicas(ns, hpa_name, wanted),
+        hpa_min,
+        wanted=wanted,
+        before=old_min,
+        what=f"HPA {ns}/{hpa_name} {{has}} minReplicas {{n}}",
+    )
+    return ActionResult(
+        detail={
+            "workload": _label(ns, workload),
+            "hpa": f"{ns}/{hpa_name}",
+            "min_replicas": wanted,
+            "was": old_min,
+            **({"note": note} if note else {}),
+        },
+        undo=undo,
+    )
+
+
+async def _through_keda(  # noqa: PLR0917 - the step's context, workload, HPA, counts
+    ctx: ActionContext,
+    kube: KubeApi,
+    ns: str,
+    workload: Workload,
+    hpa: Hpa,
+    wanted: int,
+    current: int,
+) -> ActionResult:
+    """Raise the ScaledObject's minReplicaCount; KEDA's HPA follows. The HPA is never edited."""
+    so_name = str(hpa.scaled_object)
+    refuse = (
+        f"HPA {ns}/{hpa.name} belongs to KEDA ScaledObject {ns}/{so_name}, and KEDA reverts "
+        "edits to it, so the HPA is left alone"
+    )
+    try:
+        so = await kube.read_scaled_object(ns, so_name)
+    except Exception as exc:  # the client's one-line error (403 without scaledobjects get)
+        raise ActionFailed(
+            f"{refuse}; reading the ScaledObject failed ({exc}): grant scaledobjects get and "
+            "patch in this namespace (deploy/, per-namespace Role)"
+        ) from None
+    if so.paused:
+        raise ActionFailed(
+            f"{refuse}; ScaledObject {ns}/{so_name} is paused ({so.paused}), so KEDA holds "
+            f"the replicas at {current}: not changed"
+        )
+    old = so.min_replica_count
+    high = so.max_replica_count if so.max_replica_count is not None else KEDA_DEFAULT_MAX
+    if wanted > high:
+        raise BoundsExceeded(
+            f"minReplicaCount {wanted} would exceed ScaledObject {ns}/{so_name}'s "
+            f"maxReplicaCount {high}"
+        )
+
+    async def so_min() -> int:
+        found = await kube.read_scaled_object(ns, so_name)
+        return KEDA_DEFAULT_MIN if found.min_replica_count is None else found.min_replica_count
+
+    # Restored when the incident resolves: the floor is KEDA's to manage, raised only while
+    # the incident lasts (and rolled back at once when verification fails).
+    undo = UndoStep(
+        "kubernetes.scaledobject_min",
+        {"namespace": ns, "name": so_name, "min_replica_count": old},
+        on_resolve=True,
+    )
+    ctx.intend(undo)
+    before = KEDA_DEFAULT_MIN if old is None else old
+    note = await _write(
+        lambda: kube.set_scaled_object_min(ns, so_name, wanted),
+        so_min,
+        wanted=wanted,
+        before=before,
+        what=f"ScaledObject {ns}/{so_name} {{has}} minReplicaCount {{n}}",
+    )
+    return ActionResult(
+        detail={
+            "workload": _label(ns, workload),
+            "scaled_object": f"{ns}/{so_name}",
+            "min_replica_count": wanted,
+            "was": old,
+            "replicas_before": current,
             **({"note": note} if note else {}),
         },
         undo=undo,

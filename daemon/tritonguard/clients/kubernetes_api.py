@@ -1,4 +1,4 @@
-"""Async Kubernetes access for tritonguard: scale, HPA, pods and their watch, events, leader lease.
+"""Async Kubernetes access for tritonguard: scale, HPA, KEDA, pods, owners, events, leader lease.
 
 A thin layer over the official ``kubernetes`` client. Its calls block, so each one runs in a
 worker thread under a deadline; a watch streams from its own thread and can be stopped at any
@@ -31,8 +31,15 @@ from kubernetes import config as _kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
 
-from tritonguard.clients.ports import Hpa, KubeApi, WorkloadKind
-from tritonguard.core.pod_targets import ContainerPort, OwnerRef, Pod
+from tritonguard.clients.ports import Hpa, KubeApi, ScaledObject, Workload, WorkloadKind
+from tritonguard.core.pod_targets import (
+    ContainerPort,
+    OwnerRef,
+    Pod,
+    owner_chain,
+    replicaset_to_resolve,
+    workload_of,
+)
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -225,6 +232,44 @@ def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
     )
 
 
+# KEDA's custom resource, and how an HPA it made says so (kedacore/keda: hpa.go).
+KEDA_GROUP, KEDA_VERSION, SCALED_OBJECTS = "keda.sh", "v1alpha1", "scaledobjects"
+KEDA_NAME_LABEL = "scaledobject.keda.sh/name"
+KEDA_PAUSED_ANNOTATIONS = ("autoscaling.keda.sh/paused-replicas", "autoscaling.keda.sh/paused")
+
+
+def keda_owner(obj: Mapping[str, Any]) -> str | None:
+    """Return the ScaledObject that owns an HPA (its ownerReference, else KEDA's label)."""
+    md = _mapping(obj.get("metadata"))
+    for ref in map(_mapping, _list(md.get("ownerReferences"))):
+        api = str(ref.get("apiVersion") or "")
+        if ref.get("kind") == "ScaledObject" and api.startswith(KEDA_GROUP + "/"):
+            return str(ref.get("name") or "") or None
+    label = _mapping(md.get("labels")).get(KEDA_NAME_LABEL)
+    return str(label) if label else None
+
+
+def _optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def scaled_object_from_dict(obj: Mapping[str, Any]) -> ScaledObject:
+    """Read the parts of a ScaledObject tritonguard uses from its JSON form."""
+    md, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
+    ref = _mapping(spec.get("scaleTargetRef"))
+    notes = _mapping(md.get("annotations"))
+    paused = next((f"annotation {k}={notes[k]}" for k in KEDA_PAUSED_ANNOTATIONS if k in notes), "")
+    return ScaledObject(
+        namespace=str(md.get("namespace", "")),
+        name=str(md.get("name", "")),
+        target_kind=str(ref.get("kind") or "Deployment"),
+        target_name=str(ref.get("name", "")),
+        min_replica_count=_optional_int(spec.get("minReplicaCount")),
+        max_replica_count=_optional_int(spec.get("maxReplicaCount")),
+        paused=paused,
+    )
+
+
 def _hpa_from_dict(obj: Mapping[str, Any]) -> Hpa:
     md, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     ref = spec.get("scaleTargetRef") or {}
@@ -237,6 +282,7 @@ def _hpa_from_dict(obj: Mapping[str, Any]) -> Hpa:
         max_replicas=int(spec.get("maxReplicas") or 0),
         current_replicas=status.get("currentReplicas"),
         desired_replicas=status.get("desiredReplicas"),
+        scaled_object=keda_owner(obj),
     )
 
 
@@ -361,6 +407,14 @@ class KubernetesClient(KubeApi):
     def _autoscaling(self) -> client.AutoscalingV2Api:
         return client.AutoscalingV2Api(self.api_client)
 
+    @property
+    def _custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api_client)
+
+    @property
+    def _events(self) -> client.EventsV1Api:
+        return client.EventsV1Api(self.api_client)
+
     def _scale_methods(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
         apps = self._apps
         if kind == "Deployment":
@@ -417,6 +471,71 @@ class KubernetesClient(KubeApi):
             _content_type=_MERGE_PATCH,
         )
         return _hpa_from_dict(self._json(hpa))
+
+    async def read_hpa(self, namespace: str, name: str) -> Hpa:
+        """Return one HPA by name (with the ScaledObject that owns it, if KEDA made it)."""
+        hpa = await self._call(
+            f"read HPA {namespace}/{name}",
+            self._autoscaling.read_namespaced_horizontal_pod_autoscaler,
+            name,
+            namespace,
+        )
+        return _hpa_from_dict(self._json(hpa))
+
+    # -- KEDA -------------------------------------------------------------------------------
+
+    async def read_scaled_object(self, namespace: str, name: str) -> ScaledObject:
+        """Return a KEDA ScaledObject (keda.sh/v1alpha1)."""
+        obj = await self._call(
+            f"read ScaledObject {namespace}/{name}",
+            self._custom.get_namespaced_custom_object,
+            KEDA_GROUP,
+            KEDA_VERSION,
+            namespace,
+            SCALED_OBJECTS,
+            name,
+        )
+        return scaled_object_from_dict(_mapping(obj))
+
+    async def set_scaled_object_min(self, namespace: str, name: str, n: int | None) -> ScaledObject:
+        """Merge-patch ``spec.minReplicaCount`` (None removes it: KEDA's default 0 applies)."""
+        obj = await self._call(
+            f"set minReplicaCount of ScaledObject {namespace}/{name} to {n}",
+            self._custom.patch_namespaced_custom_object,
+            KEDA_GROUP,
+            KEDA_VERSION,
+            namespace,
+            SCALED_OBJECTS,
+            name,
+            {"spec": {"minReplicaCount": n}},
+            _content_type=_MERGE_PATCH,
+        )
+        return scaled_object_from_dict(_mapping(obj))
+
+    # -- owners -----------------------------------------------------------------------------
+
+    async def read_pod(self, namespace: str, name: str) -> Pod:
+        """Return one pod."""
+        pod = await self._call(
+            f"read pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
+        )
+        raw = self._json(pod)
+        return pod_from_dict({**raw, "metadata": {"namespace": namespace, **raw["metadata"]}})
+
+    async def workload_of_pod(self, namespace: str, pod: str) -> Workload | None:
+        """Follow a pod's owner chain to its Deployment or StatefulSet; None for any other.
+
+        Reads the pod, and the ReplicaSet that owns it when there is one: the names come
+        from ownerReferences, never from the pod's name.
+        """
+        found = await self.read_pod(namespace, pod)
+        rs = replicaset_to_resolve(found)
+        owner = await self.read_replicaset_owner(namespace, rs) if rs is not None else None
+        top = workload_of(owner_chain(found, owner))
+        if top is None:
+            return None
+        kind: WorkloadKind = "StatefulSet" if top.kind == "StatefulSet" else "Deployment"
+        return Workload(kind, top.name)
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -628,6 +747,36 @@ class KubernetesClient(KubeApi):
         return OwnerRef(str(ref["kind"]), str(ref["name"]), ref.get("controller") is True)
 
     # -- events -----------------------------------------------------------------------------
+
+    async def uid_of(self, kind: str, namespace: str, name: str) -> str | None:
+        """Return the uid of a Pod, Deployment, StatefulSet or HPA (None for other kinds)."""
+        return await self._uid_of(kind, namespace, name)
+
+    async def create_event_v1(self, namespace: str, body: Mapping[str, Any]) -> JsonObj:
+        """Create an events.k8s.io/v1 Event; return it as stored (its name is generated)."""
+        regarding = _mapping(body.get("regarding"))
+        event = await self._call(
+            f"record event {body.get('reason')} on {regarding.get('kind')} "
+            f"{namespace}/{regarding.get('name')}",
+            self._events.create_namespaced_event,
+            namespace,
+            dict(body),
+        )
+        return self._json(event)
+
+    async def patch_event_series(
+        self, namespace: str, name: str, count: int, last_observed: datetime
+    ) -> JsonObj:
+        """Record repeats of an Event: ``series.count`` and ``series.lastObservedTime``."""
+        event = await self._call(
+            f"update event {namespace}/{name} (x{count})",
+            self._events.patch_namespaced_event,
+            name,
+            namespace,
+            {"series": {"count": count, "lastObservedTime": _micro_time(last_observed)}},
+            _content_type=_MERGE_PATCH,
+        )
+        return self._json(event)
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         readers: dict[str, Callable[..., Any]] = {

@@ -28,6 +28,33 @@ class Hpa:
     max_replicas: int
     current_replicas: int | None
     desired_replicas: int | None
+    # The KEDA ScaledObject that owns this HPA (KEDA reverts edits made to it), or None.
+    scaled_object: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The Deployment or StatefulSet a pod belongs to, as its owner chain names it."""
+
+    kind: WorkloadKind
+    name: str
+
+
+@dataclass(frozen=True)
+class ScaledObject:
+    """The parts of a KEDA keda.sh/v1alpha1 ScaledObject tritonguard reads.
+
+    ``min_replica_count`` is None when the field is absent (KEDA then uses 0).
+    """
+
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replica_count: int | None
+    max_replica_count: int | None
+    # Why KEDA does not scale it now (a paused-replicas annotation), or "".
+    paused: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +153,22 @@ class KubeApi(LeaseApi, Protocol):
 
     async def set_hpa_min_replicas(self, namespace: str, name: str, n: int) -> Hpa:
         """Set an HPA's minReplicas; return the HPA as stored."""
+        ...
+
+    async def read_hpa(self, namespace: str, name: str) -> Hpa:
+        """Return one HPA by name."""
+        ...
+
+    async def workload_of_pod(self, namespace: str, pod: str) -> Workload | None:
+        """Return the Deployment or StatefulSet that owns a pod, or None (a bare pod)."""
+        ...
+
+    async def read_scaled_object(self, namespace: str, name: str) -> ScaledObject:
+        """Return a KEDA ScaledObject."""
+        ...
+
+    async def set_scaled_object_min(self, namespace: str, name: str, n: int | None) -> ScaledObject:
+        """Set (None: remove) a ScaledObject's minReplicaCount; return it as stored."""
         ...
 
 

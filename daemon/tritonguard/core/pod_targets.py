@@ -209,3 +209,17 @@ def pod_target(
         triton_url=None if isinstance(http_port, str) else f"http://{host}:{http_port}",
         owners=owners,
     )
+
+
+# The owners tritonguard scales: the controller at the top of a pod's chain.
+SCALABLE_KINDS = frozenset({"Deployment", "StatefulSet"})
+
+
+def workload_of(chain: tuple[OwnerRef, ...]) -> OwnerRef | None:
+    """Return the Deployment or StatefulSet at the top of an owner chain, or None.
+
+    A chain ending at a ReplicaSet (its owner unknown, or none), a DaemonSet or a Job names
+    nothing to scale.
+    """
+    top = chain[-1] if chain else None
+    return top if top is not None and top.kind in SCALABLE_KINDS else None

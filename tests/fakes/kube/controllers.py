@@ -1,4 +1,4 @@
-"""The tiny controllers: workloads own pods, HPAs keep their targets within bounds."""
+"""The tiny controllers: workloads own pods, HPAs keep their targets, KEDA owns its HPAs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tests.fakes.kube.resources import (
     HPAS,
     PODS,
     REPLICASETS,
+    SCALED_OBJECTS,
     STATEFULSETS,
     WORKLOADS,
     JsonObj,
@@ -27,7 +28,9 @@ class Controllers:
 
     Scaling a Deployment or StatefulSet creates or deletes its pods (so a watch sees them come
     and go) and refreshes its status; an HPA keeps its target within
-    ``[minReplicas, maxReplicas]`` and reports the target's replicas.
+    ``[minReplicas, maxReplicas]`` and reports the target's replicas. A KEDA ScaledObject
+    keeps an HPA of its own (``keda-hpa-<name>``, owned by it) at its min and max replica
+    counts and, as KEDA does, puts back any edit made to that HPA directly.
     """
 
     def __init__(self, store: Store, pods: PodFactory) -> None:
@@ -40,8 +43,15 @@ class Controllers:
         """React to a create or update of an object through the API."""
         if rtype in WORKLOADS:
             self.reconcile(rtype, namespace, name)
+        elif rtype is SCALED_OBJECTS:
+            self.keda_sync(namespace, name)
         elif rtype is HPAS:
-            ref = self.store.objects[(rtype.key, namespace, name)]["spec"]["scaleTargetRef"]
+            hpa = self.store.objects[(rtype.key, namespace, name)]
+            owner = keda_owner_name(hpa)
+            if owner is not None:
+                self.keda_sync(namespace, owner)  # KEDA reverts edits to the HPA it owns
+                return
+            ref = hpa["spec"]["scaleTargetRef"]
             self.sync_hpas(namespace, ref.get("kind", ""), ref.get("name", ""))
 
     def pod_deleted(self, namespace: str, pod: JsonObj) -> None:
@@ -206,3 +216,88 @@ class Controllers:
                 return
             status = {**hpa.get("status", {}), "currentReplicas": cur, "desiredReplicas": desired}
             self.store.set_status(HPAS, namespace, hname, status)
+
+    def keda_sync(self, namespace: str, name: str) -> None:
+        """Do what KEDA's operator does for a ScaledObject: own an HPA that mirrors it."""
+        so = self.store.get(SCALED_OBJECTS, namespace, name)
+        if so is None:
+            return
+        spec = so.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        advanced = (spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}
+        hpa_name = advanced.get("name") or f"keda-hpa-{name}"
+        low = spec.get("minReplicaCount")
+        kind = ref.get("kind") or "Deployment"
+        hpa_spec = {
+            "scaleTargetRef": {
+                "apiVersion": ref.get("apiVersion") or "apps/v1",
+                "kind": kind,
+                "name": ref.get("name", ""),
+            },
+            # An HPA cannot go below one; KEDA scales to zero itself when minReplicaCount is 0.
+            "minReplicas": low if isinstance(low, int) and low > 0 else 1,
+            "maxReplicas": spec.get("maxReplicaCount") or 100,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {"name": "s0-prometheus"},
+                        "target": {"type": "AverageValue", "averageValue": "10"},
+                    },
+                }
+            ],
+        }
+        hpa = self.store.get(HPAS, namespace, hpa_name)
+        if hpa is None:
+            hpa = new_object(
+                hpa_name,
+                namespace,
+                {
+                    KEDA_NAME_LABEL: name,
+                    "app.kubernetes.io/managed-by": "keda-operator",
+                    "app.kubernetes.io/name": hpa_name,
+                    "app.kubernetes.io/part-of": name,
+                },
+            )
+            hpa["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": SCALED_OBJECTS.api_version,
+                    "kind": "ScaledObject",
+                    "name": name,
+                    "uid": so["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+            hpa["spec"] = hpa_spec
+            hpa["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
+            self.store.put(HPAS, namespace, hpa)
+        elif hpa.get("spec") != hpa_spec:
+            new = copy.deepcopy(hpa)
+            new["spec"] = hpa_spec
+            self.store.update(HPAS, namespace, new)
+        self.store.set_status(
+            SCALED_OBJECTS,
+            namespace,
+            name,
+            {
+                "hpaName": hpa_name,
+                "scaleTargetKind": f"apps/v1.{kind}",
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "ScaledObjectReady"},
+                    {"type": "Active", "status": "True", "reason": "ScalerActive"},
+                ],
+            },
+        )
+        self.sync_hpas(namespace, kind, ref.get("name", ""))
+
+
+KEDA_NAME_LABEL = "scaledobject.keda.sh/name"
+
+
+def keda_owner_name(hpa: JsonObj) -> str | None:
+    """Return the ScaledObject that controls an HPA, or None for an HPA no KEDA made."""
+    for ref in hpa.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == "ScaledObject" and ref.get("controller"):
+            return str(ref.get("name"))
+    return None

@@ -96,6 +96,19 @@ HPAS = ResourceType(
     status_via_subresource=True,
 )
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
+# events.k8s.io/v1 is another view of the core Events, as on the real server: one storage,
+# converted on the way in and out (tests/fakes/kube/events_v1.py), so kubectl sees both.
+EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", short_names=("ev",))
+# KEDA's custom resource (its CRD, as installed by KEDA 2.x): it owns the HPA it creates.
+SCALED_OBJECTS = ResourceType(
+    "keda.sh",
+    "v1alpha1",
+    "scaledobjects",
+    "ScaledObject",
+    short_names=("so",),
+    categories=("keda", "all"),
+    status_via_subresource=True,
+)
 
 RESOURCES: tuple[ResourceType, ...] = (
     PODS,
@@ -106,6 +119,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     REPLICASETS,
     HPAS,
     LEASES,
+    EVENTS_V1,
+    SCALED_OBJECTS,
 )
 # The kinds whose pods the fake's controller creates and deletes.
 WORKLOADS: tuple[ResourceType, ...] = (DEPLOYMENTS, STATEFULSETS)

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.kube import discovery
+from tests.fakes.kube import discovery, events_v1
 from tests.fakes.kube.controllers import Controllers
 from tests.fakes.kube.errors import (
     ApiError,
@@ -19,7 +19,15 @@ from tests.fakes.kube.errors import (
 )
 from tests.fakes.kube.middleware import RequestLog, body_of
 from tests.fakes.kube.patches import apply_patch
-from tests.fakes.kube.resources import BY_PATH, GROUP_VERSIONS, PODS, JsonObj, ResourceType
+from tests.fakes.kube.resources import (
+    BY_PATH,
+    EVENTS,
+    EVENTS_V1,
+    GROUP_VERSIONS,
+    PODS,
+    JsonObj,
+    ResourceType,
+)
 from tests.fakes.kube.scale import requested_replicas, scale_of
 from tests.fakes.kube.selectors import matcher
 from tests.fakes.kube.store import Store
@@ -115,6 +123,10 @@ class Routes:
             raise no_such_path()
         if rtype.namespaced and namespace is None and len(rest) > 1:
             raise no_such_path()
+        if rtype is EVENTS_V1:
+            if len(rest) > 2:
+                raise no_such_path()
+            return self.serve_events_v1(request, namespace, rest[1] if len(rest) > 1 else None)
         if len(rest) == 1:
             return await self.serve_collection(request, rtype, namespace)
         name = rest[1]
@@ -243,3 +255,60 @@ class Routes:
                 self.controllers.reconcile(rtype, ns, name)
             stored = self.store.objects[(rtype.key, ns, name)]
             return web.json_response(scale_of(stored))
+
+    def serve_events_v1(
+        self, request: web.Request, namespace: str | None, name: str | None
+    ) -> web.StreamResponse:
+        """List, create, get or patch Events as events.k8s.io/v1 (stored as core/v1 Events)."""
+        method, store, ns = request.method, self.store, namespace or ""
+        table_wanted = wants_table(request.headers.get("Accept", ""))
+        if name is None and method == "GET":
+            q = request.query
+            match = matcher(
+                namespace,
+                q.get("labelSelector", ""),
+                events_v1.core_field_selector(q.get("fieldSelector", "")),
+            )
+            with store.lock:
+                items = [events_v1.from_core(o) for o in store.select(EVENTS, match)]
+                rv = str(store.rv)
+            if table_wanted:
+                return web.json_response(_printed(request, EVENTS_V1, items, rv))
+            for item in items:
+                item.pop("kind", None)
+                item.pop("apiVersion", None)
+            return web.json_response(
+                {
+                    "kind": "EventList",
+                    "apiVersion": EVENTS_V1.api_version,
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                }
+            )
+        if name is None and method == "POST":
+            obj = _check_body(EVENTS_V1, ns, body_of(request), None)
+            events_v1.validate_create(obj, ns)
+            with store.lock:
+                created = store.create(EVENTS, ns, events_v1.to_core(obj))
+            return web.json_response(events_v1.from_core(created), status=201)
+        if name is None:
+            raise method_not_allowed()
+        with store.lock:
+            current = store.require(EVENTS, ns, name)
+            old = events_v1.from_core(current)
+            if method == "GET":
+                return web.json_response(old)
+            if method == "DELETE":
+                return web.json_response(events_v1.from_core(store.delete(EVENTS, ns, name)))
+            if method == "PUT":
+                new = copy.deepcopy(_check_body(EVENTS_V1, ns, body_of(request), name))
+                require_fresh(current, new, EVENTS_V1, name)
+            elif method == "PATCH":
+                new = apply_patch(request.headers.get("Content-Type", ""), old, body_of(request))
+            else:
+                raise method_not_allowed()
+            events_v1.validate_update(new, old)
+            core = events_v1.to_core(new)
+            core["metadata"] = {**current["metadata"], **(new.get("metadata") or {}), "name": name}
+            stored = store.update(EVENTS, ns, core)
+            return web.json_response(events_v1.from_core(stored))

@@ -21,6 +21,7 @@ from tests.fakes.kube.resources import (
     NAMESPACES,
     PODS,
     REPLICASETS,
+    SCALED_OBJECTS,
     STATEFULSETS,
     JsonObj,
     type_of_kind,
@@ -39,7 +40,9 @@ class FakeKube:
     semantics: legacy discovery, ``apps/v1`` Deployments and StatefulSets with the ``scale``
     subresource, their ReplicaSets (read-only, one per Deployment), ``autoscaling/v2``
     HorizontalPodAutoscalers, ``core/v1`` Pods (list, label and field selectors, streaming
-    watch with bookmarks), Events and Namespaces, and ``coordination.k8s.io/v1`` Leases.
+    watch with bookmarks), Events (core/v1, and events.k8s.io/v1 as a converted view of the same
+    objects), Namespaces, ``coordination.k8s.io/v1`` Leases and KEDA's ``keda.sh/v1alpha1``
+    ScaledObjects.
     Writes bump a cluster-wide ``resourceVersion``; a ``PUT`` with a stale one gets ``409
     Conflict``; errors are ``Status`` objects. ``kubectl`` asks for server-side ``Table`` output
     and gets it.
@@ -47,7 +50,8 @@ class FakeKube:
     It is not a cluster: there is no scheduler and no admission. A tiny controller does what
     tritonguard's tests need: scaling a Deployment or StatefulSet creates or deletes its pods (so
     a watch sees them come and go), and an HPA keeps its target within
-    ``[minReplicas, maxReplicas]``.
+    ``[minReplicas, maxReplicas]``; a ScaledObject owns an HPA mirroring its replica counts
+    and puts back edits made to that HPA, as KEDA's operator does.
 
     Tests seed and inspect state with plain methods (``add_deployment``, ``add_pod``,
     ``set_pod_phase``, ``add_hpa``, ``get_object``), read ``requests``, and inject faults (a
@@ -381,6 +385,44 @@ class FakeKube:
                 "desiredReplicas": cur if desired_replicas is None else desired_replicas,
             }
             return copy.deepcopy(self._store.create(HPAS, namespace, obj))
+
+    def add_scaled_object(
+        self,
+        namespace: str,
+        name: str,
+        target_name: str,
+        *,
+        target_kind: str = "Deployment",
+        min_replica_count: int | None = None,
+        max_replica_count: int | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> JsonObj:
+        """Create a KEDA ScaledObject for a workload; its HPA ``keda-hpa-<name>`` follows."""
+        obj = new_object(name, namespace, {})
+        if annotations:
+            obj["metadata"]["annotations"] = dict(annotations)
+        obj["spec"] = {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": target_name},
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": "http://prometheus:9090",
+                        "query": "sum(rate(nv_inference_request_success[1m]))",
+                        "threshold": "10",
+                    },
+                }
+            ],
+        }
+        if min_replica_count is not None:
+            obj["spec"]["minReplicaCount"] = min_replica_count
+        if max_replica_count is not None:
+            obj["spec"]["maxReplicaCount"] = max_replica_count
+        with self._store.lock:
+            self.add_namespace(namespace)
+            self._store.create(SCALED_OBJECTS, namespace, obj)
+            self._controllers.keda_sync(namespace, name)
+            return copy.deepcopy(self._store.require(SCALED_OBJECTS, namespace, name))
 
     def set_hpa_status(self, namespace: str, name: str, *, current: int, desired: int) -> JsonObj:
         """Set an HPA's observed current/desired replicas (e.g. desired > current: HPA lag)."""

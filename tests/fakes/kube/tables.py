@@ -10,10 +10,12 @@ from tests.fakes.kube.pods import pod_ready
 from tests.fakes.kube.resources import (
     DEPLOYMENTS,
     EVENTS,
+    EVENTS_V1,
     HPAS,
     LEASES,
     PODS,
     REPLICASETS,
+    SCALED_OBJECTS,
     STATEFULSETS,
     JsonObj,
     ResourceType,
@@ -82,8 +84,27 @@ def _hpa_reference(o: JsonObj) -> str:
 
 
 def _event_object(o: JsonObj) -> str:
-    inv = o.get("involvedObject", {})
+    inv = o.get("involvedObject") or o.get("regarding") or {}
     return f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}"
+
+
+def _event_last_seen(o: JsonObj) -> str:
+    # As the server prints it: the series' last observation, else the last or the event time.
+    series = o.get("series") or {}
+    return age(
+        series.get("lastObservedTime")
+        or o.get("lastTimestamp")
+        or o.get("deprecatedLastTimestamp")
+        or o.get("eventTime")
+        or _md(o).get("creationTimestamp")
+    )
+
+
+def _ready_condition(o: JsonObj) -> str:
+    for cond in _status(o).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status", "Unknown"))
+    return "Unknown"
 
 
 _NAME = (_col("Name", fmt="name"), _name)
@@ -126,15 +147,30 @@ _PRINTERS: dict[str, list[tuple[JsonObj, Cell]]] = {
     ],
     LEASES.key: [_NAME, (_col("Holder"), lambda o: _spec(o).get("holderIdentity", "")), _AGE],
     EVENTS.key: [
-        (
-            _col("Last Seen"),
-            lambda o: age(o.get("lastTimestamp") or _md(o).get("creationTimestamp")),
-        ),
+        (_col("Last Seen"), _event_last_seen),
         (_col("Type"), lambda o: o.get("type", "")),
         (_col("Reason"), lambda o: o.get("reason", "")),
         (_col("Object"), _event_object),
         (_col("Message"), lambda o: o.get("message", "")),
         _NAME,
+    ],
+    EVENTS_V1.key: [
+        (_col("Last Seen"), _event_last_seen),
+        (_col("Type"), lambda o: o.get("type", "")),
+        (_col("Reason"), lambda o: o.get("reason", "")),
+        (_col("Object"), _event_object),
+        (_col("Message"), lambda o: o.get("note", "")),
+        _NAME,
+    ],
+    # KEDA's printer columns, as its CRD declares them (the first of them).
+    SCALED_OBJECTS.key: [
+        _NAME,
+        (_col("ScaleTargetKind"), lambda o: _spec(o).get("scaleTargetRef", {}).get("kind", "")),
+        (_col("ScaleTargetName"), lambda o: _spec(o).get("scaleTargetRef", {}).get("name", "")),
+        (_col("Min", "integer"), lambda o: _spec(o).get("minReplicaCount", "")),
+        (_col("Max", "integer"), lambda o: _spec(o).get("maxReplicaCount", "")),
+        (_col("Ready"), _ready_condition),
+        _AGE,
     ],
 }
 # Namespaces, and any kind without a printer of its own.

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.kube.errors import ApiError
-from tests.fakes.kube.resources import EVENTS, HPAS, LEASES, WORKLOADS, JsonObj, ResourceType
+from tests.fakes.kube.resources import (
+    EVENTS,
+    HPAS,
+    LEASES,
+    SCALED_OBJECTS,
+    WORKLOADS,
+    JsonObj,
+    ResourceType,
+)
 
 
 def replicas_error(replicas: Any) -> str | None:
@@ -40,6 +48,8 @@ def _causes(rtype: ResourceType, obj: JsonObj) -> list[JsonObj]:
             )
         if not (spec.get("scaleTargetRef") or {}).get("name"):
             causes.append({"field": "spec.scaleTargetRef.name", "message": "Required value"})
+    if rtype is SCALED_OBJECTS:
+        causes.extend(_scaled_object_causes(spec))
     if rtype is LEASES:
         d = spec.get("leaseDurationSeconds")
         if d is not None and (not isinstance(d, int) or d <= 0):
@@ -53,6 +63,33 @@ def _causes(rtype: ResourceType, obj: JsonObj) -> list[JsonObj]:
             )
         if not inv.get("kind") or not inv.get("name"):
             causes.append({"field": "involvedObject", "message": "Required value"})
+    return causes
+
+
+def _scaled_object_causes(spec: JsonObj) -> list[JsonObj]:
+    """KEDA's CRD schema (int32 counts, a named target) and its webhook (min ≤ max)."""
+    causes: list[JsonObj] = []
+    if not (spec.get("scaleTargetRef") or {}).get("name"):
+        causes.append({"field": "spec.scaleTargetRef.name", "message": "Required value"})
+    counts = {}
+    for field in ("minReplicaCount", "maxReplicaCount"):
+        value = spec.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            causes.append(
+                {"field": f"spec.{field}", "message": f'Invalid value: "{value}": must be integer'}
+            )
+        else:
+            counts[field] = value
+    low, high = counts.get("minReplicaCount", 0), counts.get("maxReplicaCount", 100)
+    if low > high:
+        causes.append(
+            {
+                "field": "spec.minReplicaCount",
+                "message": f"MinReplicaCount={low} must be less than MaxReplicaCount={high}",
+            }
+        )
     return causes
 
 
