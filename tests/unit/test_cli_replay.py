@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.fake_slack import validate_blocks
 from tests.unit.synthetic import Phase, samples_of, triton_model
 from tritonguard.cli.main import main
 from tritonguard.core.engine import Engine
@@ -18,6 +19,7 @@ from tritonguard.core.samples import Sample
 from tritonguard.core.trace_writer import render_trace
 
 IV = 5.0
+RECORDED = Path(__file__).parent.parent / "fixtures" / "traces"
 
 
 def _trace(tmp_path: Path, gz: bool = True) -> Path:
@@ -221,3 +223,53 @@ def test_stats_count_the_streamed_samples(
     path.write_text(render_trace([Sample("a", (), float(i), 100.0 + i) for i in range(7)]))
     assert main(["replay", str(path), "--stats"]) == 0
     assert "replayed 6 s of trace (7 samples)" in capsys.readouterr().err
+
+
+def _slack_calls(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, object]]:
+    assert main(["replay", *argv, "--format", "slack"]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_slack_format_prints_the_thread_root_first_then_its_replies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A recorded batching delay makes one thread: the root, then replies and updates in it.
+
+    Every call is one JSON line with the Web API method, the channel, the thread and blocks
+    Block Kit accepts; the shipped playbook's change shows as planned, never as done.
+    """
+    calls = _slack_calls(capsys, str(RECORDED / "batching_delay.om.gz"))
+    assert len(calls) >= 3
+    root, *rest = calls
+    assert root["method"] == "chat.postMessage" and root["thread_ts"] is None
+    assert root["channel"] == "#tritonguard"
+    assert "batching_delay" in str(root["text"]) and "search/ranker" in str(root["text"])
+    ts = rest[0]["thread_ts"]
+    assert isinstance(ts, str) and ts
+    for call in rest:
+        assert call["thread"] == root["thread"] and call["thread_ts"] == ts
+        assert call["method"] in ("chat.postMessage", "chat.update", "files_upload_v2")
+    assert any(c["method"] == "chat.update" and c["ts"] == ts for c in rest)
+    replies = [str(c["text"]) for c in rest if c["method"] == "chat.postMessage"]
+    assert any("would run (dry-run)" in t and "triton.update_config" in t for t in replies)
+    for call in calls:
+        assert {"method", "channel", "thread", "text", "blocks", "files"} <= call.keys()
+        assert validate_blocks(call["blocks"]) == [], call
+
+
+def test_slack_format_routes_the_thread_from_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config's routes pick the channel and the mentions, as in the daemon."""
+    config = tmp_path / "tritonguard.yaml"
+    config.write_text(
+        "slack:\n"
+        "  channel: '#ml-alerts'\n"
+        "  routes:\n"
+        "    - match: {namespace: speech}\n"
+        "      channel: '#speech-oncall'\n"
+        "      mention: [S0SPEECH]\n"
+    )
+    calls = _slack_calls(capsys, str(RECORDED / "retry_storm.om.gz"), "--config", str(config))
+    assert calls and {c["channel"] for c in calls} == {"#speech-oncall"}
+    assert "S0SPEECH" in json.dumps(calls[0]["blocks"])

@@ -9,6 +9,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -19,10 +20,13 @@ from tritonguard.core.playbook_model import Playbook
 from tritonguard.core.replay import check_eval_interval, drive
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
-from tritonguard.runtime.playbook_files import load_playbook_files
+from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
 from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.sources.replay import TraceError
 from tritonguard.sources.trace_stream import SpilledTrace, open_trace
+
+if TYPE_CHECKING:
+    from tritonguard.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,8 +35,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay", help="diagnose a recorded trace (JSON Lines or a readable timeline)"
     )
     p.add_argument("trace", help="OpenMetrics trace with timestamps (.om or .om.gz)")
-    p.add_argument("--playbooks", metavar="DIR", help="plan these playbooks' actions (dry-run)")
-    p.add_argument("--format", choices=("json", "text"), default="text")
+    p.add_argument(
+        "--playbooks",
+        metavar="DIR",
+        help="plan these playbooks' actions (dry-run); --format slack: default the shipped ones",
+    )
+    p.add_argument(
+        "--format",
+        choices=("json", "text", "slack"),
+        default="text",
+        help=(
+            "text: a timeline; json: one incident transition a line; slack: one Slack call a "
+            "line as the daemon would make it (method, channel, thread, text, blocks, files), "
+            "notifications posted and every other step planned, without Slack or a token"
+        ),
+    )
     p.add_argument(
         "--eval-interval",
         type=float,
@@ -43,7 +60,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "daemon evaluates when a scrape arrives)"
         ),
     )
-    p.add_argument("--config", metavar="FILE", help="engine thresholds override (YAML/TOML)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="daemon config (YAML/TOML): its engine thresholds, and for --format slack its routes",
+    )
     p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
     p.set_defaults(handler=run)
 
@@ -64,13 +85,19 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        config = _engine_config(args.config)
+        settings = _settings(args.config)
+        config = EngineConfig(thresholds=settings.thresholds) if settings else EngineConfig()
         books = load_playbook_files([Path(args.playbooks)]) if args.playbooks else None
+        if args.format == "slack" and books is None:
+            # As the daemon does when no playbooks are configured.
+            books = load_playbook_files([SHIPPED_PLAYBOOKS])
         trace = open_trace(args.trace)
     except (TraceError, ValueError) as exc:
         print(f"tritonguard: {exc}", file=sys.stderr)
         return 2
     with trace:
+        if args.format == "slack":
+            return asyncio.run(_replay_slack(args, trace, Engine(config), books or [], settings))
         return asyncio.run(_replay(args, trace, Engine(config), books))
 
 
@@ -150,13 +177,38 @@ async def _with_actions(
     return events + due
 
 
-def _engine_config(path: str | None) -> EngineConfig:
+async def _replay_slack(
+    args: argparse.Namespace,
+    trace: SpilledTrace,
+    engine: Engine,
+    books: list[Playbook],
+    settings: Settings | None,
+) -> int:
+    """Print each Slack call the daemon would make, one JSON object a line, as they happen."""
+    from tritonguard.runtime.slack_preview import SlackPreview  # noqa: PLC0415 - slack format only
+    from tritonguard.runtime.slack_threads import thread_settings  # noqa: PLC0415 - as above
+
+    preview = SlackPreview(engine, books, thread_settings(settings) if settings else None)
+    out = sys.stdout
+    try:
+        for t, step in drive(engine, trace, eval_interval_s=args.eval_interval):
+            for call in await preview.step(step, t):
+                out.write(json.dumps(call, sort_keys=True, ensure_ascii=False) + "\n")
+    except ValueError as exc:
+        print(f"tritonguard: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        preview.close()
+    return 0
+
+
+def _settings(path: str | None) -> Settings | None:
     if not path:
-        return EngineConfig()
+        return None
     from tritonguard.settings import SettingsError, load_settings  # noqa: PLC0415 - only when overriding
 
     try:
-        return EngineConfig(thresholds=load_settings(Path(path)).thresholds)
+        return load_settings(Path(path))
     except SettingsError as exc:
         raise ValueError(str(exc)) from None
 
