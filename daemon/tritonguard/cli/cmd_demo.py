@@ -24,15 +24,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `demo` subcommand."""
     p = sub.add_parser(
         "demo",
-        help="inject faults into local Tritons and watch the daemon diagnose them",
+        help="inject faults into local Tritons and watch the daemon diagnose and fix them",
         description=(
             "Start a real local Triton per fault (the lab), run the daemon against them, inject "
-            f"faults in turn (default: {', '.join(DEFAULT_FAULTS)}) and show live what it "
-            "diagnoses, what its playbooks plan, and latency before and after. "
+            f"faults in turn (default: {', '.join(DEFAULT_FAULTS)}; --all: all nine) and show "
+            "live each incident's Slack thread as it would appear, the shipped playbooks "
+            "fixing the demo's own servers, the verification, and latency before and after. "
             "Exit 0 when every fault was diagnosed, 1 otherwise."
         ),
     )
-    p.add_argument(
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
         "--only",
         action="append",
         default=[],
@@ -40,17 +42,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=CAUSES,
         help="inject only this cause (repeatable); one of: " + ", ".join(CAUSES),
     )
+    which.add_argument("--all", action="store_true", help="inject all nine causes in turn")
     p.add_argument(
         "--quick",
         action="store_true",
-        help=f"shorter run: {', '.join(QUICK_FAULTS)} with shorter phases (about 3 min)",
+        help=f"shorter run: {', '.join(QUICK_FAULTS)} with shorter phases",
     )
-    p.add_argument(
-        "--act",
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
         action="store_true",
-        help="let the shipped playbooks act on the local lab servers instead of planning only",
+        help="let the playbooks plan only; by default they act, since the servers are the demo's",
     )
+    # Acting became the default; the old switch still works and changes nothing.
+    mode.add_argument("--act", action="store_true", help="act on the lab servers (the default)")
     p.set_defaults(handler=run)
+
+
+def demo_plan(args: argparse.Namespace) -> DemoPlan:
+    """Return the plan the parsed options ask for (raises DemoError)."""
+    from tritonguard.lab.demo import plan_demo  # noqa: PLC0415 - the lab loads only for the demo
+
+    return plan_demo(args.only, quick=args.quick, act=not args.dry_run, every=args.all)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415 - the lab loads only for the demo
 
     try:
-        from tritonguard.lab.demo import DemoError, plan_demo  # noqa: PLC0415 - as above
+        from tritonguard.lab.demo import DemoError  # noqa: PLC0415 - as above
         from tritonguard.lab.triton_server import (  # noqa: PLC0415 - as above
             TritonServerError,
             pytriton_root,
@@ -76,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     try:
-        plan = plan_demo(args.only, quick=args.quick, act=args.act)
+        plan = demo_plan(args)
         pytriton_root()
     except (DemoError, TritonServerError) as exc:
         print(f"tritonguard demo: {exc}", file=sys.stderr)

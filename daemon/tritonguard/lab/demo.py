@@ -2,9 +2,11 @@
 
 Every fault runs on its own local Triton from the lab, all baselines together, the onsets one
 after another. One daemon (the same ``DaemonApp`` and playbook stage ``tritonguard run``
-uses) scrapes every Triton, the lab exporters, the ingress counters and node-exporter; the
-terminal shows what it diagnoses (cause, confidence, evidence, fix), what the shipped playbooks
-plan (or do, with ``act``) and the latency before the fault, at the diagnosis and at the end.
+uses) scrapes every Triton, the lab exporters, the ingress counters and node-exporter. The
+terminal shows each incident's Slack thread as the daemon posts it (no token: through the
+console transport), the shipped playbooks acting on the lab's own servers (or, in dry-run,
+planning), the verification's verdict, and latency before the fault, at the diagnosis and
+after the fix.
 """
 
 from __future__ import annotations
@@ -24,13 +26,28 @@ from rich.text import Text
 
 from tritonguard.core.findings import CAUSES, IncidentEvent
 from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
+from tritonguard.lab.demo_report import (
+    action_line,
+    before_after,
+    fix_verdict,
+    latency_text,
+    should_cut,
+)
+from tritonguard.lab.demo_slack import TerminalSlack
 from tritonguard.lab.live_lab import LabWatch, LiveScenario, Outcome, judge, latency_view, retimed
 from tritonguard.lab.node_exporter import NodeExporter
 from tritonguard.lab.scenarios import SCENARIOS
 
+__all__ = ["DemoError", "DemoPlan", "action_line", "plan_demo", "run_demo"]
+
 
 class DemoError(ValueError):
     """Bad demo options (one line, for the CLI)."""
+
+
+# Acting: held_for (up to 60 s), the change, the verification's wait (up to 90 s) and a
+# margin; the fault is cut as soon as the playbook has settled (``should_cut``).
+ACT_FAULT_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -41,22 +58,35 @@ class DemoPlan:
     baseline_s: float = 60.0
     stagger_s: float = 40.0
     fault_s: float = 70.0
-    act: bool = False
+    act: bool = True
 
     def total_s(self) -> float:
         """Upper bound of the run time after start-up."""
         return self.baseline_s + self.stagger_s * (len(self.faults) - 1) + self.fault_s
 
 
-def plan_demo(only: Sequence[str] = (), *, quick: bool = False, act: bool = False) -> DemoPlan:
-    """Return the demo plan for the options; raise DemoError naming the valid causes."""
+def plan_demo(
+    only: Sequence[str] = (), *, quick: bool = False, act: bool = True, every: bool = False
+) -> DemoPlan:
+    """Return the demo plan for the options; raise DemoError naming the valid causes.
+
+    ``every``: all nine causes. Acting keeps each fault on long enough for its playbook to
+    change the server and verify the change.
+    """
     unknown = [c for c in only if c not in CAUSES]
     if unknown:
         raise DemoError(f"unknown cause {unknown[0]!r}; choose from: {', '.join(CAUSES)}")
-    faults = tuple(dict.fromkeys(only)) or (QUICK_FAULTS if quick else DEFAULT_FAULTS)
+    if every and only:
+        raise DemoError("--all and --only exclude each other: --all already runs every cause")
+    if every:
+        faults: tuple[str, ...] = CAUSES
+    else:
+        faults = tuple(dict.fromkeys(only)) or (QUICK_FAULTS if quick else DEFAULT_FAULTS)
     if quick:
-        return DemoPlan(faults, baseline_s=52.0, stagger_s=30.0, fault_s=50.0, act=act)
-    return DemoPlan(faults, act=act)
+        return DemoPlan(
+            faults, baseline_s=52.0, stagger_s=30.0, fault_s=ACT_FAULT_S if act else 50.0, act=act
+        )
+    return DemoPlan(faults, fault_s=ACT_FAULT_S if act else 70.0, act=act)
 
 
 @dataclass
@@ -68,33 +98,16 @@ class FaultView:
     status: str = "baseline"
     before: dict[str, float | None] = field(default_factory=dict)
     at_diagnosis: dict[str, float | None] = field(default_factory=dict)
-    at_end: dict[str, float | None] = field(default_factory=dict)
+    after: dict[str, float | None] = field(default_factory=dict)
     actions: list[dict[str, Any]] = field(default_factory=list)
     diagnosed_at: float | None = None
-    acted_at: float | None = None
+    finished: bool = False
 
     @property
     def detection(self) -> IncidentEvent | None:
         """The incident that diagnosed this fault, if any."""
         found = self.outcome.detections.get("scrape")
         return None if found is None else found.event
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value / 1000:.1f} ms"
-
-
-def _share(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
-def _latency(view: dict[str, float | None]) -> str:
-    if not view:
-        return "–"
-    return (
-        f"mean {_ms(view.get('mean_latency_us'))} · p99 {_ms(view.get('p99_us'))} · "
-        f"queue {_share(view.get('queue_share'))}"
-    )
 
 
 def _value(v: float | None) -> str:
@@ -104,7 +117,11 @@ def _value(v: float | None) -> str:
 
 
 def diagnosis_panel(view: FaultView, event: IncidentEvent) -> Panel:
-    """Return a panel with the diagnosis: cause, confidence, summary, evidence and the fix."""
+    """Return a panel with the diagnosis: cause, confidence, summary, evidence and the fix.
+
+    Shown only for an incident whose playbook opened no Slack thread (the root carries all
+    of it otherwise).
+    """
     onset = view.live.onset_at or event.at
     lines: list[RenderableType] = [
         Text(event.summary),
@@ -129,35 +146,10 @@ def diagnosis_panel(view: FaultView, event: IncidentEvent) -> Panel:
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
-def action_line(record: dict[str, Any]) -> str:
-    """One line for a playbook decision (planned, ran, skipped, failed...)."""
-    mode = "dry-run" if record.get("dry_run") else "live"
-    detail = record.get("detail") or {}
-    what = ""
-    if isinstance(detail, dict):
-        changes = detail.get("changes")
-        if isinstance(changes, list) and changes:
-            what = " " + "; ".join(
-                f"{c.get('path')}: {c.get('old')} → {c.get('new')}"
-                for c in changes
-                if isinstance(c, dict)
-            )
-        elif "requests" in detail:
-            what = f" {detail['requests']} warm-up requests to {detail.get('model')}"
-        elif "text" in detail:
-            what = f" “{str(detail['text'])[:120]}”"
-    reason = f" ({record['reason']})" if record.get("reason") else ""
-    guard = f" [guard {record['guard']}]" if record.get("guard") else ""
-    return (
-        f"  playbook {record.get('playbook')}: {record.get('action')} "
-        f"{record.get('status')} [{mode}]{guard}{reason}{what}"
-    )
-
-
 def status_table(views: Sequence[FaultView], started: float) -> Table:
     """Return the live status of every fault as a table."""
     table = Table(title=f"tritonguard demo — {time.time() - started:.0f} s", expand=False)
-    for col in ("fault", "model", "state", "diagnosis", "before", "at diagnosis", "at end"):
+    for col in ("fault", "model", "state", "diagnosis", "before", "at diagnosis", "after"):
         table.add_column(col)
     for v in views:
         d = v.detection
@@ -172,9 +164,9 @@ def status_table(views: Sequence[FaultView], started: float) -> Table:
             f"{v.live.scenario.namespace}/{v.live.scenario.model}",
             v.status,
             diag,
-            _latency(v.before),
-            _latency(v.at_diagnosis),
-            _latency(v.at_end),
+            latency_text(v.before),
+            latency_text(v.at_diagnosis),
+            latency_text(v.after),
         )
     return table
 
@@ -187,14 +179,20 @@ class Demo:
         self.console = console
         self.views: list[FaultView] = []
         self.watch: LabWatch | None = None
+        self.slack = TerminalSlack(self.say)
         self.started = time.time()
 
     def say(self, message: RenderableType) -> None:
         """Print above the live table (or as a plain line without a terminal)."""
         self.console.print(message)
 
+    def _latency(self, view: FaultView) -> dict[str, float | None]:
+        if self.watch is None or self.watch.app is None:
+            return {}
+        return latency_view(self.watch.app.engine, view.live.subject, time.time())
+
     async def on_events(self, way: str, events: list[IncidentEvent]) -> None:
-        """Judge each transition against the faults and show diagnoses as they open."""
+        """Judge each transition against the faults and say when one is diagnosed."""
         for view in self.views:
             had = view.detection is not None
             view.outcome.onset_at = view.live.onset_at
@@ -209,11 +207,14 @@ class Demo:
             if event is not None and not had:
                 view.status = "diagnosed"
                 view.diagnosed_at = time.time()
-                if self.watch is not None and self.watch.app is not None:
-                    view.at_diagnosis = latency_view(
-                        self.watch.app.engine, view.live.subject, time.time()
-                    )
-                self.say(diagnosis_panel(view, event))
+                view.at_diagnosis = self._latency(view)
+                onset = view.live.onset_at or event.at
+                self.say(
+                    f"[bold]{time.time() - self.started:5.0f} s[/]  [bold red]diagnosed[/] "
+                    f"{event.cause} on {event.subject.namespace}/{event.subject.model} "
+                    f"(confidence {event.confidence:.2f}, {event.at - onset:.0f} s after the "
+                    "onset); its playbook posts the thread when its when.held_for is over"
+                )
 
     def _refresh(self) -> None:
         now = time.time()
@@ -221,8 +222,7 @@ class Demo:
             live = view.live
             if view.status == "baseline" and live.onset_at is not None:
                 view.status = "fault injected"
-                if self.watch is not None and self.watch.app is not None:
-                    view.before = latency_view(self.watch.app.engine, live.subject, now)
+                view.before = self._latency(view)
                 self.say(
                     f"[bold]{now - self.started:5.0f} s[/]  fault injected: {live.name} on "
                     f"{live.scenario.namespace}/{live.scenario.model} — {live.scenario.notes}"
@@ -231,34 +231,46 @@ class Demo:
             if event is not None and self.watch is not None:
                 records = self.watch.actions(event.incident_id)
                 for record in records[len(view.actions) :]:
-                    self.say(action_line(record))
-                    if record.get("status") in ("planned", "ran", "failed", "rolled_back"):
-                        view.acted_at = view.acted_at or now
+                    # The thread shows every step's result; a skip happens before it opens.
+                    if record.get("status") == "skipped":
+                        self.say(action_line(record))
                 view.actions = records
+                if view.status == "diagnosed" and records:
+                    view.status = fix_verdict(records)
             self._maybe_cut(view, now)
 
+    def _busy(self, view: FaultView) -> bool:
+        service = self.watch.service if self.watch is not None else None
+        return service is not None and view.live.subject.key() in service.stage.busy()
+
     def _maybe_cut(self, view: FaultView, now: float) -> None:
-        if view.status not in ("diagnosed", "fault injected") or view.live.ended_at is not None:
+        if view.live.ended_at is not None or view.live.onset_at is None:
             return
-        # After the playbooks had their say, keep the fault a little longer (longer when they
-        # act, to see the latency after the change), then stop that Triton.
-        settle = 25.0 if self.plan.act else 4.0
-        done = view.acted_at is not None and now - view.acted_at >= settle
-        waited = view.diagnosed_at is not None and now - view.diagnosed_at >= 45.0
-        if done or waited:
+        if should_cut(
+            view.actions,
+            busy=self._busy(view),
+            now=now,
+            onset_at=view.live.onset_at,
+            diagnosed_at=view.diagnosed_at,
+        ):
+            # Measured while the load still runs: after the fix, or the fault as it stands.
+            view.after = self._latency(view)
             view.live.cut()
 
     def _finish(self, view: FaultView) -> None:
-        if view.status in ("done", "missed"):
+        if view.finished:
             return
-        if self.watch is not None and self.watch.app is not None:
-            view.at_end = latency_view(self.watch.app.engine, view.live.subject, time.time())
-        view.status = "done" if view.detection is not None else "missed"
+        view.finished = True
+        if not view.after:
+            view.after = self._latency(view)
+        event = view.detection
+        if event is not None and event.incident_id not in self.slack.threads:
+            self.say(diagnosis_panel(view, event))
+        verdict = fix_verdict(view.actions) if event is not None else "NOT diagnosed"
+        view.status = verdict if event is not None else "missed"
         self.say(
-            f"[bold]{time.time() - self.started:5.0f} s[/]  {view.live.name} over: "
-            f"{'diagnosed' if view.detection else 'NOT diagnosed'}; latency before "
-            f"{_latency(view.before)} → at diagnosis {_latency(view.at_diagnosis)} → at end "
-            f"{_latency(view.at_end)}"
+            f"[bold]{time.time() - self.started:5.0f} s[/]  "
+            + before_after(view.live.name, view.before, view.at_diagnosis, view.after, view.actions)
         )
 
     async def run(self) -> int:
@@ -275,10 +287,15 @@ class Demo:
             FaultView(live, Outcome(live.name, live.scenario.cause, *_where(live)))
             for live in lives
         ]
-        mode = "acting on the lab servers" if plan.act else "playbooks in dry-run"
+        mode = (
+            "the shipped playbooks act on the demo's own servers"
+            if plan.act
+            else "playbooks plan only (--dry-run)"
+        )
         self.say(
             f"[bold]tritonguard demo[/]: {len(lives)} fault(s) ({', '.join(plan.faults)}), "
-            f"{mode}; about {plan.total_s() / 60:.0f} min. Ctrl-C stops everything."
+            f"{mode}; at most {plan.total_s() / 60:.0f} min. No Slack token: each thread is "
+            "shown here as Slack would show it. Ctrl-C stops everything."
         )
         drives: list[asyncio.Task[None]] = []
         try:
@@ -288,7 +305,13 @@ class Demo:
                 self.say(f"starting a Triton for {live.name} ({live.scenario.model}) ...")
                 await live.start()
             self.watch = LabWatch(
-                "scrape", lives, node=node, hook=self.on_events, playbooks=True, act=plan.act
+                "scrape",
+                lives,
+                node=node,
+                hook=self.on_events,
+                playbooks=True,
+                act=plan.act,
+                slack=self.slack,
             )
             await self.watch.start()
             self.started = time.time()

@@ -37,6 +37,8 @@ from tritonguard.lab.scenario_runner import LabRun, Load, Scenario
 from tritonguard.lab.triton_server import TritonServer, free_port
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
+from tritonguard.runtime.slack_outbox import Transport
+from tritonguard.runtime.slack_preview import notifying
 from tritonguard.settings import Settings, TargetSettings
 from tritonguard.sources.prometheus import PrometheusSource
 from tritonguard.sources.scrape import ScrapeSource
@@ -315,7 +317,12 @@ def latency_view(engine: Engine, subject: Subject, now: float) -> dict[str, floa
 
 
 class LabWatch:
-    """One daemon (``DaemonApp``) watching a set of live scenarios one way."""
+    """One daemon (``DaemonApp``) watching a set of live scenarios one way.
+
+    With ``playbooks`` it runs the shipped ones: notifications go out (to ``slack``, the
+    outbox's transport, when given; there is no token), remediation acts on the lab's servers
+    with ``act`` and is planned without it.
+    """
 
     def __init__(
         self,
@@ -327,6 +334,7 @@ class LabWatch:
         hook: EventsHook | None = None,
         playbooks: bool = False,
         act: bool = False,
+        slack: Transport | None = None,
     ) -> None:
         if way not in WAYS:
             raise ValueError(f"way must be one of {WAYS}, not {way!r}")
@@ -337,6 +345,7 @@ class LabWatch:
         self.hook = hook
         self.playbooks = playbooks
         self.act = act
+        self.slack = slack
         self.service: PlaybookService | None = None
         self.events: list[IncidentEvent] = []
         self.prometheus: PrometheusServer | None = None
@@ -392,21 +401,20 @@ class LabWatch:
             listen=f"127.0.0.1:{free_port()}",
             shutdown_grace_s=5.0,
             log_level="warning",
-            dry_run=DryRunSettings(notify=not self.act, remediate=not self.act),
+            # With playbooks the thread is the point: notifications always go out (to
+            # ``slack``, there is no token), remediation acts only when asked to.
+            dry_run=DryRunSettings(notify=not self.playbooks, remediate=not self.act),
             audit_db_path=self._workdir / "audit.sqlite3",
         )
         engine = Engine(settings.engine_config())
         if self.playbooks:
             # The shipped playbooks, as `tritonguard run` loads them when none are configured.
             self.service = build_service(settings, engine)
-            if self.act:
-                # Each shipped playbook is dry-run in its own guards too; acting on the lab's
-                # local servers is what --act asks for.
-                stage = self.service.stage
-                stage.playbooks = [
-                    b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
-                    for b in stage.playbooks
-                ]
+            # Each shipped playbook is dry-run in its own guards too, which would plan its
+            # notifications as well; the daemon-wide switches above decide instead.
+            self.service.stage.playbooks = notifying(self.service.stage.playbooks)
+            if self.slack is not None and self.service.threads is not None:
+                self.service.threads.worker.transport = self.slack
         self.app = DaemonApp(
             settings,
             engine=engine,
