@@ -32,6 +32,7 @@ from pydantic_settings import (
 from tritonguard.core.engine import EngineConfig
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.incident_links import LinkSettings
+from tritonguard.core.playbook_model import APPROVER
 from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
 from tritonguard.core.severity import SeverityRules
 from tritonguard.core.slack_routing import SlackRoute
@@ -176,6 +177,17 @@ class SlackApprovalSettings(BaseModel):
         default_factory=list,
         description="Who may approve a step that names nobody: user IDs (U…) or groups (S…).",
     )
+
+    @field_validator("approvers")
+    @classmethod
+    def _slack_ids(cls, value: list[str]) -> list[str]:
+        for who in value:
+            if not APPROVER.match(who):
+                raise ValueError(
+                    f"slack.approvals.approvers: {who!r} is not a Slack user (U…, W…) or "
+                    "user-group (S…) ID; Slack says who clicked by ID, never by name"
+                )
+        return value
 
 
 class SlackSettings(BaseModel):

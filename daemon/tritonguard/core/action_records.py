@@ -6,7 +6,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Status = Literal[
-    "planned", "ran", "skipped", "failed", "rolled_back", "deferred", "cancelled", "resumed"
+    "planned",
+    "ran",
+    "skipped",
+    "failed",
+    "rolled_back",
+    "deferred",
+    "cancelled",
+    "resumed",
+    # A step that waits for a human's yes in Slack, and how that ended.
+    "awaiting_approval",
+    "approved",
+    "rejected",
+    "expired",
 ]
 Phase = Literal["step", "rollback", "escalate", "restore"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
-from tritonguard.core.playbook_model import Playbook
+from tritonguard.core.playbook_model import Playbook, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +133,40 @@ class PendingIntent:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A step that waits for a human's approval in Slack (persisted; survives a restart).
+
+    ``step_index`` is the step's place in the playbook's ``all_steps()``; ``params`` are its
+    parameters rendered when the approval was asked for, which are what the human sees and
+    what runs once approved. ``undo_ids`` are the ledger's undos of the run's earlier steps,
+    rolled back if the approved step (or one after it) fails. An empty ``approvers`` lets
+    anyone who can click in the channel decide.
+    """
+
+    approval_id: str
+    incident: IncidentEvent
+    playbook: str
+    step_index: int
+    action: str
+    params: Mapping[str, object]
+    approvers: tuple[str, ...]
+    requested_at: float
+    expires_at: float
+    undo_ids: tuple[int, ...] = ()
+
+    def expired(self, now: float) -> bool:
+        """Whether nobody may decide any more: the deadline has passed."""
+        return now >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireApproval:
+    """Nobody decided in time: drop the waiting step (and the rest of its run), record it."""
+
+    approval: PendingApproval
+
+
+@dataclass(frozen=True, slots=True)
 class RestoreIntent:
     """Put back the state from before a change whose outcome is unknown, and never repeat it.
 
@@ -151,6 +185,7 @@ Decision = (
     | ResumeVerify
     | AbandonVerify
     | RestoreIntent
+    | ExpireApproval
 )
 
 
@@ -175,6 +210,8 @@ class Ledger:
     # Change steps a stopped or killed daemon left without an outcome (this replica's, or
     # adopted from the leader before it).
     intents: tuple[PendingIntent, ...] = ()
+    # Steps waiting for a human's approval, expired or not.
+    approvals: tuple[PendingApproval, ...] = ()
 
 
 def successors(events: Sequence[IncidentEvent]) -> dict[str, IncidentEvent]:
@@ -236,6 +273,10 @@ def decide_step(
     A change a stopped daemon left in flight comes before everything else on its subject: the
     state from before it is put back at once, fresh data or not (undoing an unknown change
     is safe either way), by the leader only, and the subject counts as busy for this step.
+
+    An approval past its deadline expires, by its original deadline after a restart too. A
+    step waiting for approval does not make its subject busy: other playbooks (the
+    notification that opens the thread with the buttons) go on meanwhile.
     """
     restores = [
         RestoreIntent(p)
@@ -280,6 +321,9 @@ def decide_step(
             out.append(ResumeVerify(pending))
         elif ctx.now >= pending.give_up_at():
             out.append(AbandonVerify(pending))
+    # Expiry changes nothing on a server, so a replica that no longer leads still records the
+    # end of the approvals it asked for.
+    out += [ExpireApproval(a) for a in ledger.approvals if a.expired(ctx.now)]
     return out
 
 
@@ -327,3 +371,57 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
         notify_dry = step_dry_run(ctx.settings, book.guards, notify=True)
         out.append(RunPlaybook(event, book, verdict.dry_run, notify_dry))
     return out
+
+
+# ---- approvals (pure parts) ------------------------------------------------------------------
+
+
+def approvers_for(step: Step, defaults: Sequence[str]) -> tuple[str, ...]:
+    """Return who may approve ``step``: its own ``approvers``, else the daemon's defaults."""
+    return tuple(step.approvers) if step.approvers else tuple(defaults)
+
+
+def approval_timeout(step: Step, default_s: float) -> float:
+    """Return how long an approval of ``step`` waits: its own timeout, else the default."""
+    return step.approval_timeout if step.approval_timeout is not None else default_s
+
+
+def is_group(approver: str) -> bool:
+    """Whether an approver ID names a Slack user group (``S…``) rather than a user."""
+    return approver.startswith("S")
+
+
+def groups_to_ask(user: str, approvers: Sequence[str]) -> tuple[str, ...]:
+    """Return the user groups whose members must be looked up to judge ``user``.
+
+    None when the user is named directly (or anyone may decide): no lookup is needed then.
+    """
+    if not approvers or user in approvers:
+        return ()
+    return tuple(a for a in approvers if is_group(a))
+
+
+def refuse_approver(
+    user: str, approvers: Sequence[str], members: Mapping[str, frozenset[str]]
+) -> str | None:
+    """Return why ``user`` may not decide, or None when they may.
+
+    ``members`` holds the members of the groups among ``approvers`` that could be looked up;
+    a group missing from it (its lookup failed) admits nobody, so a Slack error never lets
+    an unknown person through.
+    """
+    if not approvers or user in approvers:
+        return None
+    for group in approvers:
+        if is_group(group) and user in members.get(group, frozenset()):
+            return None
+    unknown = [g for g in approvers if is_group(g) and g not in members]
+    why = f"{user} is not among the approvers ({', '.join(approvers)})"
+    if unknown:
+        why += f"; the members of {', '.join(unknown)} could not be looked up"
+    return why
+
+
+def dropped_after(book: Playbook, step_index: int) -> list[str]:
+    """Return the actions of the steps after ``step_index`` that a refusal drops with it."""
+    return [s.action for s in book.all_steps()[step_index + 1 :]]

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -68,6 +68,8 @@ Duration = Annotated[
 """Seconds, written in YAML as ``30s``, ``5m``, ``1h``, ``250ms`` or a number."""
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+# Slack IDs of who may approve: users (U…, W… on Enterprise Grid) and user groups (S…).
+APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,}$")
 
 
 class _Strict(BaseModel):
@@ -149,11 +151,57 @@ class Guards(_Strict):
 
 
 class Step(_Strict):
-    """One action with its parameters; strings in params may be templates."""
+    """One action with its parameters; strings in params may be templates.
+
+    ``approval: required`` makes the step wait for a human's yes in Slack before it runs
+    (playbooks.md, "Approvals"); ``approvers`` names who may give it, else the daemon's
+    ``slack.approvals.approvers``.
+    """
 
     action: str
     params: dict[str, Any] = Field(default_factory=dict)
     name: str | None = None
+    approval: Literal["required"] | None = Field(
+        None, description="'required': the step waits for an approval in Slack before it runs"
+    )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Slack user (U…, W…) or user-group (S…) IDs who may approve this step",
+    )
+    approval_timeout: Duration | None = Field(
+        None, description="how long the approval waits (default: slack.approvals.timeout_s)"
+    )
+
+    @field_validator("approvers")
+    @classmethod
+    def _slack_ids(cls, value: list[str]) -> list[str]:
+        for who in value:
+            if not APPROVER.match(who):
+                raise ValueError(
+                    f"{who!r} is not a Slack user (U…, W…) or user-group (S…) ID; Slack "
+                    "identifies who clicked by ID, never by name"
+                )
+        return value
+
+    @field_validator("approval_timeout")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be above 0; an approval that expires at once never runs")
+        return value
+
+    @model_validator(mode="after")
+    def _approval_fields(self) -> Step:
+        if self.approval is None and (self.approvers or self.approval_timeout is not None):
+            raise ValueError(
+                "approvers and approval_timeout need approval: required; add it or remove them"
+            )
+        return self
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether a real run of the step waits for a human's approval."""
+        return self.approval == "required"
 
 
 class Playbook(_Strict):
@@ -391,6 +439,13 @@ def playbook_from_document(doc: LocatedDocument, catalog: ParamsCatalog) -> Play
     for section in ("rollback", "escalate"):
         for i, step in enumerate(getattr(book, section) or []):
             problems += check_params(doc, (section, i), step.action, step.params, catalog)
+            if step.needs_approval:
+                # A rollback or escalation that waited could leave a half-applied fix in
+                # place for the whole approval timeout.
+                problems.append(
+                    f"{doc.where_key((section, i, 'approval'))}: approval is for steps; "
+                    f"{section} steps run at once, so remove it"
+                )
     if problems:
         raise PlaybookError(problems)
     return book.model_copy(update={"source": doc.where(())})

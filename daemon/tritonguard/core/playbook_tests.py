@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -89,7 +89,13 @@ class ExpectIncident(_Strict):
 
 
 class ExpectAction(_Strict):
-    """An action record that must (or, under not_planned, must not) appear."""
+    """An action record that must (or, under not_planned, must not) appear.
+
+    ``approval: required`` matches a step that waits for a human's approval before it runs:
+    in dry-run (every ``tritonguard test``) a plan that says a real run would wait, in a real
+    run the ``awaiting_approval`` record; ``approval: none`` a step that would run at once.
+    ``approvers`` must all be among those who may approve it.
+    """
 
     action: str | None = None
     playbook: str | None = None
@@ -97,6 +103,8 @@ class ExpectAction(_Strict):
     status: str | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="must be a subset")
     by: Duration | None = None
+    approval: Literal["required", "none"] | None = None
+    approvers: list[str] = Field(default_factory=list, description="must all be approvers")
 
 
 class ExpectBlocked(_Strict):
@@ -251,7 +259,31 @@ def _action_matches(want: ExpectAction, rec: Mapping[str, Any], start: float) ->
         return False
     if want.by is not None and float(rec.get("at", 0.0)) > start + want.by:
         return False
+    if want.approval is not None or want.approvers:
+        approvers = approval_of(rec)
+        if want.approval == "required" and approvers is None:
+            return False
+        if want.approval == "none" and approvers is not None:
+            return False
+        if want.approvers and not set(want.approvers) <= set(approvers or ()):
+            return False
     return _subset(want.params, rec.get("params", {}))
+
+
+def approval_of(rec: Mapping[str, Any]) -> list[str] | None:
+    """Return who may approve the record's step, or None when it needs no approval.
+
+    A plan carries ``detail.approval`` (dry-run waits for nobody, but says a real run would);
+    a real run's waiting step is recorded ``awaiting_approval`` with its ``approvers``.
+    """
+    detail = rec.get("detail")
+    detail = detail if isinstance(detail, Mapping) else {}
+    planned = detail.get("approval")
+    if isinstance(planned, Mapping) and planned.get("required"):
+        return [str(a) for a in planned.get("approvers") or []]
+    if rec.get("status") == "awaiting_approval":
+        return [str(a) for a in detail.get("approvers") or []]
+    return None
 
 
 def _incident_matches(want: ExpectIncident, ev: Mapping[str, Any], start: float) -> bool:
@@ -276,6 +308,9 @@ def _brief_event(ev: Mapping[str, Any], start: float) -> str:
 
 def _brief_action(rec: Mapping[str, Any], start: float) -> str:
     extra = f" guard={rec['guard']}" if rec.get("guard") else ""
+    approvers = approval_of(rec)
+    if approvers is not None:
+        extra += f" approval=required by {', '.join(approvers) or 'anyone'}"
     return (
         f"{rec.get('status')} {rec.get('playbook')}:{rec.get('action')} on {rec.get('model')} "
         f"at +{float(rec.get('at', 0)) - start:.0f}s params={rec.get('params')}{extra}"

@@ -1,4 +1,4 @@
-"""Persistent audit trail and guard state in SQLite: decisions, runs, the undo ledger, incidents."""
+"""Persistent audit trail and guard state in SQLite: decisions, runs, undos, approvals, incidents."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from typing import Any, cast
 from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord
-from tritonguard.core.playbook_decisions import Ledger, PendingIntent, PendingVerification
+from tritonguard.core.playbook_decisions import (
+    Ledger,
+    PendingApproval,
+    PendingIntent,
+    PendingVerification,
+)
 from tritonguard.core.run_handover import Handed, HandedIntent, HandedVerification
 
 _SCHEMA = """
@@ -90,6 +95,27 @@ CREATE TABLE IF NOT EXISTS intents (
     origin TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS intents_state ON intents (state);
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id TEXT PRIMARY KEY,
+    incident_id TEXT NOT NULL,
+    playbook TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    model TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    step_index INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    params TEXT NOT NULL,
+    approvers TEXT NOT NULL,
+    requested_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    undo_ids TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    decided_by TEXT NOT NULL DEFAULT '',
+    decided_at REAL
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state);
 CREATE TABLE IF NOT EXISTS playbook_sets (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     saved_at REAL NOT NULL,
@@ -270,6 +296,7 @@ class AuditStore:
             intents=tuple(
                 i for i in self.pending_intents() if i.intent_id not in intents_in_flight
             ),
+            approvals=tuple(self.pending_approvals()),
         )
 
     def record_run(self, run: RunRecord, *, incident_id: str = "") -> None:
@@ -763,6 +790,100 @@ class AuditStore:
             for r in rows
         ]
 
+    # ---- steps waiting for a human's approval ----------------------------------------------
+    def begin_approval(  # noqa: PLR0917 - one row: the incident, the step, who, until when
+        self,
+        approval_id: str,
+        event: IncidentEvent,
+        playbook: str,
+        step_index: int,
+        action: str,
+        params: dict[str, Any],
+        approvers: Sequence[str],
+        requested_at: float,
+        expires_at: float,
+        undo_ids: Sequence[int],
+    ) -> PendingApproval:
+        """Write a waiting step down before anyone can click: a restart keeps it waiting."""
+        s = event.subject
+        self._exec(
+            "INSERT INTO approvals (approval_id, incident_id, playbook, cause, namespace, model,"
+            " pod, opened_at, step_index, action, params, approvers, requested_at, expires_at,"
+            " undo_ids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                approval_id,
+                event.incident_id,
+                playbook,
+                event.cause,
+                s.namespace,
+                s.model,
+                s.pod,
+                event.opened_at,
+                step_index,
+                action,
+                json.dumps(params, sort_keys=True, default=str),
+                json.dumps(list(approvers)),
+                requested_at,
+                expires_at,
+                json.dumps(list(undo_ids)),
+            ),
+        )
+        return PendingApproval(
+            approval_id=approval_id,
+            incident=event,
+            playbook=playbook,
+            step_index=step_index,
+            action=action,
+            params=dict(params),
+            approvers=tuple(approvers),
+            requested_at=requested_at,
+            expires_at=expires_at,
+            undo_ids=tuple(undo_ids),
+        )
+
+    _APPROVAL_COLUMNS = (
+        "approval_id, incident_id, playbook, cause, namespace, model, pod, opened_at,"
+        " step_index, action, params, approvers, requested_at, expires_at, undo_ids"
+    )
+
+    def pending_approvals(self, incident_id: str | None = None) -> list[PendingApproval]:
+        """Return the steps still waiting for a decision (expired ones too), oldest first."""
+        where, args = ("AND incident_id = ?", (incident_id,)) if incident_id else ("", ())
+        rows = self._exec(
+            f"SELECT {self._APPROVAL_COLUMNS} FROM approvals WHERE state = 'pending' {where}"
+            " ORDER BY requested_at, approval_id",
+            args,
+        ).fetchall()
+        return [_approval(r) for r in rows]
+
+    def approval(self, approval_id: str) -> tuple[PendingApproval, dict[str, Any]] | None:
+        """Return an approval and its state (``state``, ``decided_by``, ``decided_at``)."""
+        row = self._exec(
+            f"SELECT {self._APPROVAL_COLUMNS}, state, decided_by, decided_at FROM approvals"
+            " WHERE approval_id = ?",
+            (approval_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return _approval(row), {
+            "state": str(row[15]),
+            "decided_by": str(row[16]),
+            "decided_at": None if row[17] is None else float(row[17]),
+        }
+
+    def settle_approval(self, approval_id: str, state: str, by: str, at: float) -> bool:
+        """Record how an approval ended (approved, rejected, expired); False if it had already.
+
+        Only a pending approval is settled, in one statement, so two clicks at once (or a
+        click racing the expiry) decide it once.
+        """
+        cur = self._exec(
+            "UPDATE approvals SET state = ?, decided_by = ?, decided_at = ?"
+            " WHERE approval_id = ? AND state = 'pending'",
+            (state, by, at, approval_id),
+        )
+        return cur.rowcount == 1
+
     # ---- the last good playbook set -----------------------------------------------------------
     def save_playbook_set(self, texts: dict[str, str], at: float) -> None:
         """Keep the texts of a set that loaded (when they differ from the last one kept)."""
@@ -784,6 +905,22 @@ class AuditStore:
             return None
         texts: dict[str, str] = json.loads(row[0])
         return texts
+
+
+def _approval(row: Sequence[Any]) -> PendingApproval:
+    """Rebuild a pending approval from its row (columns as ``_APPROVAL_COLUMNS``)."""
+    return PendingApproval(
+        approval_id=str(row[0]),
+        incident=_left_incident(row, float(row[12]), f"{row[9]} of {row[2]} awaiting approval"),
+        playbook=str(row[2]),
+        step_index=int(row[8]),
+        action=str(row[9]),
+        params=json.loads(row[10]),
+        approvers=tuple(str(a) for a in json.loads(row[11])),
+        requested_at=float(row[12]),
+        expires_at=float(row[13]),
+        undo_ids=tuple(int(i) for i in json.loads(row[14])),
+    )
 
 
 def _handed_event(item: Handed) -> IncidentEvent:

@@ -3,12 +3,15 @@
 The executor is the only place that calls actions. It works against typed client protocols
 (``tritonguard.clients.ports``) and writes each decision once, as an :class:`ActionRecord`,
 through the audit store; undos go to the store's one undo ledger, dry-run plans included.
+A step with ``approval: required`` suspends its run until a human decides
+(``runtime/approvals.py``); an approval resumes the run at that step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -29,7 +32,15 @@ from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.config_patch import Change, reverse_patch
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import RunRecord, merge_bounds, model_key
-from tritonguard.core.playbook_decisions import PendingIntent, PendingVerification, SkipPlaybook
+from tritonguard.core.playbook_decisions import (
+    PendingApproval,
+    PendingIntent,
+    PendingVerification,
+    SkipPlaybook,
+    approval_timeout,
+    approvers_for,
+    dropped_after,
+)
 from tritonguard.core.playbook_model import Playbook, Step
 from tritonguard.core.templating import TemplateError, incident_context, render_value
 from tritonguard.runtime.audit_store import AuditStore, PendingUndo
@@ -82,6 +93,14 @@ class ExecutorEnv:
     static_configs: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     # Told about every real run and verdict, so the next leader learns of it at once.
     on_run: Callable[[], None] = lambda: None
+    # Who may approve a step that names nobody, and how long an approval waits.
+    approvers: tuple[str, ...] = ()
+    approval_timeout_s: float = 900.0
+    # Told when a step starts waiting for approval (state "pending") and how that ended:
+    # (approval, state, decided_by, decided_at). The daemon updates the Slack thread.
+    on_approval: Callable[[PendingApproval, str, str, float | None], None] = (
+        lambda approval, state, by, at: None
+    )
 
 
 class _Failed(Exception):
@@ -235,13 +254,19 @@ class PlaybookExecutor:
         )
 
     def _params(self, step: Step, event: IncidentEvent, now: float) -> tuple[dict[str, Any], Any]:
-        action = self.actions.get(step.action)
-        if action is None:
+        if step.action not in self.actions:
             raise _Failed("failed", "", f"unknown action {step.action!r}")
         try:
             rendered = render_value(step.params, incident_context(event, now))
         except TemplateError as exc:
             raise _Failed("failed", "template", str(exc)) from None
+        return self._validated(step, rendered)
+
+    def _validated(self, step: Step, rendered: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """Return rendered parameters with the action's model of them; _Failed if invalid."""
+        action = self.actions.get(step.action)
+        if action is None:
+            raise _Failed("failed", "", f"unknown action {step.action!r}")
         try:
             return rendered, action.params.model_validate(rendered)
         except ValidationError as exc:
@@ -307,6 +332,16 @@ class PlaybookExecutor:
             return rec, _Failed("skipped", "bounds", str(exc))
         except Exception as exc:  # planning reads at most; report why and keep planning
             detail = {"note": f"could not plan in detail: {exc}"}
+        if step.needs_approval:
+            # A plan changes nothing, so it waits for nobody; it says a real run would.
+            detail = {
+                **detail,
+                "approval": {
+                    "required": True,
+                    "approvers": list(approvers_for(step, self.env.approvers)),
+                    "timeout_s": approval_timeout(step, self.env.approval_timeout_s),
+                },
+            }
         rec = self.record(
             event,
             book.name,
@@ -349,12 +384,23 @@ class PlaybookExecutor:
         event: IncidentEvent,
         now: float,
         planned: Callable[[Step], bool] = lambda step: False,
+        *,
+        undos: list[PendingUndo] | None = None,
+        approved: PendingApproval | None = None,
     ) -> list[ActionRecord]:
+        """Run the steps of ``book``, from the approved step on when ``approved`` is given.
+
+        A step that needs approval ends the run here: it is written down as waiting and the
+        run goes on from it once someone approves (:meth:`resume_approved`).
+        """
         records: list[ActionRecord] = []
         ctx = self._context(book, event, False)
-        undos: list[PendingUndo] = []
+        undos = list(undos or [])
         failure: _Failed | None = None
-        for step in book.all_steps():
+        start = approved.step_index if approved is not None else 0
+        for index, step in enumerate(book.all_steps()):
+            if index < start:
+                continue
             if planned(step):
                 # This step's kind is in dry-run while others act: plan it in place.
                 rec, failed = await self._plan_step(
@@ -367,11 +413,18 @@ class PlaybookExecutor:
                     failure = failed
                 break
             try:
-                rendered, params = self._params(step, event, now)
+                if approved is not None and index == approved.step_index:
+                    # What the approver saw is what runs, not a new rendering.
+                    rendered, params = self._validated(step, dict(approved.params))
+                else:
+                    rendered, params = self._params(step, event, now)
             except _Failed as exc:
                 failure = exc
                 records.append(self._refused(event, book, step, False, exc, now))
                 break
+            if step.needs_approval and (approved is None or index != approved.step_index):
+                records.append(self._ask_approval(event, book, index, step, rendered, undos))
+                return records
             action = self.actions[step.action]
             verification = (
                 self._begin_verification(event, book, params, undos)
@@ -782,6 +835,151 @@ class PlaybookExecutor:
             phase=phase,
         )
 
+    # ---- approvals ------------------------------------------------------------------------
+    def _ask_approval(  # noqa: PLR0917 - the step, where it stands in its run, what it would do
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        index: int,
+        step: Step,
+        rendered: dict[str, Any],
+        undos: list[PendingUndo],
+    ) -> ActionRecord:
+        """Write the step down as waiting for approval (before anyone can click) and record it."""
+        now = self.env.clock()
+        approvers = approvers_for(step, self.env.approvers)
+        pending = self.store.begin_approval(
+            f"apr-{secrets.token_hex(8)}",
+            event,
+            book.name,
+            index,
+            step.action,
+            rendered,
+            approvers,
+            now,
+            now + approval_timeout(step, self.env.approval_timeout_s),
+            [u.undo_id for u in undos],
+        )
+        who = ", ".join(approvers) or "anyone in the channel"
+        rec = self.record(
+            event,
+            book.name,
+            step.action,
+            _short(rendered),
+            False,
+            "awaiting_approval",
+            now,
+            guard="approval",
+            reason=f"waits for approval by {who} for {pending.expires_at - now:.0f}s",
+            detail={
+                "approval_id": pending.approval_id,
+                "approvers": list(approvers),
+                "expires_at": round(pending.expires_at, 3),
+            },
+        )
+        self.env.on_approval(pending, "pending", "", None)
+        return rec
+
+    async def resume_approved(
+        self,
+        pending: PendingApproval,
+        books: Mapping[str, Playbook],
+        now: float,
+        planned: Callable[[Step], bool] = lambda step: False,
+        incident: IncidentEvent | None = None,
+    ) -> list[ActionRecord]:
+        """Run an approved step and the rest of its run; earlier steps' undos roll back with it.
+
+        ``incident`` is the incident as the engine knows it now, when it is still open (its
+        evidence fills later steps' templates); else the approval's own record of it. A
+        playbook removed, or changed at that step, since the approval was asked for runs
+        nothing: the human approved a step that no longer exists.
+        """
+        event = incident or pending.incident
+        book = books.get(pending.playbook)
+        steps = book.all_steps() if book is not None else []
+        if book is None or pending.step_index >= len(steps):
+            why = f"playbook {pending.playbook} is no longer loaded; nothing runs"
+        elif steps[pending.step_index].action != pending.action:
+            why = f"playbook {pending.playbook} changed at this step since approval; nothing runs"
+        else:
+            undos = self.store.undos_by_id(pending.undo_ids)
+            if not all(planned(s) for s in steps[pending.step_index :]):
+                self.env.on_run()  # the next leader must see the run go on
+            return await self._execute(book, event, now, planned, undos=undos, approved=pending)
+        return [
+            self.record(
+                event,
+                pending.playbook,
+                pending.action,
+                dict(pending.params),
+                False,
+                "skipped",
+                now,
+                guard="approval",
+                reason=why,
+            )
+        ]
+
+    def settle_approval(
+        self,
+        pending: PendingApproval,
+        state: Status,
+        by: str,
+        now: float,
+        reason: str,
+    ) -> ActionRecord | None:
+        """Record how an approval ended (approved, rejected, expired) and who decided.
+
+        Returns None when it had already ended (a second click, or a click racing the
+        expiry): the first decision stands and nothing is recorded twice.
+        """
+        if not self.store.settle_approval(pending.approval_id, state, by, now):
+            return None
+        detail: dict[str, Any] = {"approval_id": pending.approval_id}
+        if by:
+            detail["decided_by"] = by
+        rec = self.record(
+            pending.incident,
+            pending.playbook,
+            pending.action,
+            dict(pending.params),
+            False,
+            state,
+            now,
+            guard="approval",
+            reason=reason,
+            detail=detail,
+        )
+        self.env.on_approval(pending, state, by, now)
+        return rec
+
+    def drop_reason(self, pending: PendingApproval, books: Mapping[str, Playbook]) -> str:
+        """Say what a refusal or an expiry drops: the step and the rest of its run."""
+        book = books.get(pending.playbook)
+        later = dropped_after(book, pending.step_index) if book is not None else []
+        if not later:
+            return "the step is dropped; the changes of earlier steps stay"
+        return (
+            f"the step and the {len(later)} after it ({', '.join(later)}) are dropped; "
+            "the changes of earlier steps stay"
+        )
+
+    def drop_approvals(self, event: IncidentEvent, now: float) -> list[ActionRecord]:
+        """Expire the approvals of a resolved incident: there is nothing left to fix."""
+        out = []
+        for pending in self.store.pending_approvals(event.incident_id):
+            rec = self.settle_approval(
+                pending,
+                "expired",
+                "",
+                now,
+                "the incident resolved before anyone decided; the step is dropped",
+            )
+            if rec is not None:
+                out.append(rec)
+        return out
+
     # ---- resolution -----------------------------------------------------------------------
     def hand_over(self, resolved: IncidentEvent, successor: IncidentEvent) -> list[ActionRecord]:
         """Give the restores of ``resolved`` to ``successor``: they run when that one resolves."""
@@ -815,12 +1013,13 @@ class PlaybookExecutor:
         recorded as deferred.
         """
         self.store.resolve_incident(event.incident_id, now, recovered=event.recovered)
+        dropped = self.drop_approvals(event, now)
         if not event.recovered:
             why = (
                 f"closed without recovery evidence; the restore waits until "
                 f"{event.subject.key()} reports again and has recovered"
             )
-            return [
+            return dropped + [
                 self.record(
                     event,
                     undo.playbook,
@@ -834,7 +1033,7 @@ class PlaybookExecutor:
                 )
                 for undo in self.store.pending_undos(event.incident_id, on_resolve=True)
             ]
-        records: list[ActionRecord] = []
+        records: list[ActionRecord] = dropped
         for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=True):
             records.append(
                 self.record(

@@ -6,7 +6,9 @@ evaluation, :meth:`PlaybookStage.step` reads the ledger once, asks the pure core
 Work on one subject is chained, so a resolution never overtakes the playbook still acting on
 its incident and no two actions run on a subject at once; playbooks for other subjects run
 side by side. The daemon does not wait for the work (a verify step waits a minute);
-``replay`` and ``test`` await :meth:`settle` after every step, where nothing waits.
+``replay`` and ``test`` await :meth:`settle` after every step, where nothing waits. A step
+waiting for approval ends its run's work; :meth:`resume_approved` chains the rest once a
+human approves, and an evaluation past the deadline expires it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from dataclasses import dataclass, field
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.guards import GuardSettings
+from tritonguard.core.guards import GuardSettings, step_dry_run
 from tritonguard.core.playbook_decisions import (
     AbandonVerify,
+    ExpireApproval,
     HandOver,
     NoteOpen,
+    PendingApproval,
     Resolve,
     RestoreIntent,
     ResumeVerify,
@@ -32,7 +36,7 @@ from tritonguard.core.playbook_decisions import (
     StepContext,
     decide_step,
 )
-from tritonguard.core.playbook_model import Playbook
+from tritonguard.core.playbook_model import Guards, Playbook, Step
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import PlaybookExecutor
@@ -169,6 +173,36 @@ class PlaybookStage:
                     ex.intending.add(i.intent_id)
                     work = functools.partial(ex.restore_intent, i, books, now)
                     self._chain(result, i.incident, _owning(ex.intending, i.intent_id, work))
+                case ExpireApproval(approval=a):
+                    timeout = a.expires_at - a.requested_at
+                    why = f"nobody decided within {timeout:.0f}s; " + ex.drop_reason(a, books)
+                    ended = ex.settle_approval(a, "expired", "", now, why)
+                    if ended is not None:
+                        result.immediate.append((a.incident.incident_id, ended))
+                        self._report(a.incident.subject, [ended])
+        return result
+
+    def resume_approved(self, pending: PendingApproval, now: float) -> StepResult:
+        """Run an approved step and the rest of its run, after any work on its subject.
+
+        Each step follows its kind's dry-run switch as it stands now: a switch turned on
+        while the step waited makes it a plan.
+        """
+        books = {b.name: b for b in self.playbooks}
+        book = books.get(pending.playbook)
+        ex = self.executor
+
+        def planned(step: Step) -> bool:
+            guards = book.guards if book is not None else Guards()
+            return step_dry_run(self.settings, guards, notify=ex.notifies(step))
+
+        live = next(
+            (e for e in self.open_incidents() if e.incident_id == pending.incident.incident_id),
+            None,
+        )
+        result = StepResult()
+        work = functools.partial(ex.resume_approved, pending, books, now, planned, live)
+        self._chain(result, pending.incident, work)
         return result
 
     async def run_step(
@@ -213,8 +247,12 @@ class PlaybookStage:
                 del self._chains[key]
 
     def _report(self, subject: Subject, records: list[ActionRecord]) -> None:
+        self.report(subject.key(), records)
+
+    def report(self, subject_key: str, records: list[ActionRecord]) -> None:
+        """Hand records written outside a step (an approval decided) to ``on_records``."""
         if self.on_records is not None and records:
-            self.on_records(subject.key(), records)
+            self.on_records(subject_key, records)
 
     def in_flight(self) -> list[asyncio.Task[list[ActionRecord]]]:
         """Return the work not yet finished."""
