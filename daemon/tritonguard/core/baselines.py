@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 
 from tritonguard.core.features import FeatureSet, SubjectKey
@@ -47,8 +47,9 @@ class Baseline:
     snapshots: int
     # Median absolute deviation of each feature over the same snapshots: the noise to beat.
     spreads: dict[str, float] = field(default_factory=dict)
-    # Whose history this is: the subject's own ("own"), or the same model on other pods
-    # ("fleet") for a pod too new to have one.
+    # Whose history this is: the subject's own ("own"), its own as saved before the daemon
+    # restarted ("carried"), or the same model on other pods ("fleet") for a pod too new to
+    # have one.
     source: str = "own"
 
     def get(self, name: str) -> float | None:
@@ -79,6 +80,8 @@ class Baseline:
 # A snapshot (its object, the packed features, its slot in the deque), measured with
 # tracemalloc at about 200 bytes; rounded up so the bound holds.
 SNAPSHOT_BYTES = 256
+# A carried baseline: two dicts of the baseline features, as the memory bound counts it.
+CARRIED_BYTES = 4096
 
 
 @dataclass(slots=True)
@@ -108,6 +111,11 @@ class BaselineHistory:
         self._fleet: dict[tuple[str, str], Baseline | None] = {}
         self.snapshots = 0
         self.subjects_shed = 0
+        # Baselines saved before a restart, by subject: (when saved, baseline). Each is the
+        # reference until the subject has history of its own again.
+        self._carried: dict[SubjectKey, tuple[float, Baseline]] = {}
+        # Each subject's last window and interval, to export its baseline as it was judged.
+        self._shape: dict[SubjectKey, tuple[float, float]] = {}
 
     def remember(self, key: SubjectKey, now: float, f: FeatureSet, healthy: bool) -> None:
         """Add this evaluation's features; drop snapshots older than the lookback."""
@@ -119,6 +127,7 @@ class BaselineHistory:
             self._history.move_to_end(key)
         values = array("d", (_known(getattr(f, n)) for n in BASELINE_FEATURES))
         hist.append(_Snapshot(now, values, healthy))
+        self._shape[key] = (f.window_s, f.interval_s)
         self.snapshots += 1
         horizon = now - self.t.baseline_lookback_s
         while hist and hist[0].t < horizon:
@@ -128,15 +137,55 @@ class BaselineHistory:
         while cap is not None and self.snapshots > cap and len(self._history) > 1:
             gone, oldest = self._history.popitem(last=False)
             self._unindex(gone)
+            self._shape.pop(gone, None)
+            self._carried.pop(gone, None)
             self.snapshots -= len(oldest)
             self.subjects_shed += 1
 
     def forget(self, key: SubjectKey) -> None:
         """Drop a subject that is gone."""
+        self._carried.pop(key, None)
+        self._shape.pop(key, None)
         hist = self._history.pop(key, None)
         if hist is not None:
             self._unindex(key)
             self.snapshots -= len(hist)
+
+    def carry(self, key: SubjectKey, saved_at: float, baseline: Baseline) -> None:
+        """Take a baseline saved before a restart as the subject's reference for now."""
+        self._carried[key] = (saved_at, replace(baseline, source="carried"))
+
+    def carried(self, key: SubjectKey, now: float) -> Baseline | None:
+        """Return the subject's carried baseline, or None when there is none or it is too old.
+
+        Older than ``baseline_lookback_s`` it describes a period the subject's own history
+        would already have forgotten, so it no longer stands for the model's normal.
+        """
+        got = self._carried.get(key)
+        if got is None:
+            return None
+        saved_at, base = got
+        if now - saved_at > self.t.baseline_lookback_s or saved_at > now:
+            del self._carried[key]
+            return None
+        return base
+
+    def export(self, now: float, started: float | None) -> list[tuple[SubjectKey, float, Baseline]]:
+        """Return every subject's baseline worth saving: (subject, when it held, baseline).
+
+        A subject's own baseline holds now; one still carried keeps the time it was saved, so
+        a chain of restarts can never make an old reference look new.
+        """
+        out: list[tuple[SubjectKey, float, Baseline]] = []
+        for key, shape in self._shape.items():
+            own = self.baseline(key, now, shape[0], shape[1], started)
+            if own is not None:
+                out.append((key, now, own))
+        owned = {key for key, _, _ in out}
+        for key in list(self._carried):
+            if key not in owned and (base := self.carried(key, now)) is not None:
+                out.append((key, self._carried[key][0], base))
+        return out
 
     def _unindex(self, key: SubjectKey) -> None:
         peers = self._by_model.get((key[0], key[2]))
@@ -147,8 +196,8 @@ class BaselineHistory:
 
     @property
     def approx_bytes(self) -> int:
-        """Return what the snapshots cost, as the memory bound counts it."""
-        return self.snapshots * SNAPSHOT_BYTES
+        """Return what the snapshots and carried baselines cost, as the memory bound counts it."""
+        return self.snapshots * SNAPSHOT_BYTES + len(self._carried) * CARRIED_BYTES
 
     def baseline(
         self, key: SubjectKey, now: float, window: float, interval: float, started: float | None

@@ -60,6 +60,10 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         return None
     birth = birth_of(reader, key, f, now, t)
     base = history.baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
+    if base is None:
+        # Saved before the daemon restarted: the subject's own reference, until it has
+        # learnt enough history again (a restart must not leave it blind for a minute).
+        base = history.carried(key, now)
     if base is None and key[1] and birth is not None:
         # Only a pod born under observation (scale-out, rollout) takes its peers' reference:
         # one that was there before the stream began has history of its own to learn, and

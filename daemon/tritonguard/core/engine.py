@@ -157,6 +157,18 @@ class Engine:
             "baseline_subjects_shed": self.history.subjects_shed,
         }
 
+    def export_baselines(self, now: float) -> list[tuple[SubjectKey, float, Baseline]]:
+        """Return each subject's baseline as it stands, to be saved across a restart."""
+        return self.history.export(now, self.store.started_at)
+
+    def carry_baselines(self, saved: Iterable[tuple[SubjectKey, float, Baseline]]) -> int:
+        """Take baselines saved before a restart; return how many were taken."""
+        taken = 0
+        for key, saved_at, baseline in saved:
+            self.history.carry(key, saved_at, baseline)
+            taken += 1
+        return taken
+
     def evaluate(self, now: float) -> list[IncidentEvent]:
         """Evaluate every subject at ``now``; return incident transitions."""
         self.evaluations += 1

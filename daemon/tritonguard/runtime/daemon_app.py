@@ -28,6 +28,7 @@ from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
+from tritonguard.runtime.baseline_keeper import BaselineKeeper, baselines_path
 from tritonguard.runtime.http_server import HttpServer
 from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.playbook_reloader import ReloadState
@@ -179,6 +180,13 @@ class DaemonApp:
         self._kube_owned: KubernetesClient | None = None
         self._discovery_problem: str | None = None
         self.discovery = self._discovery(kube)
+        # Baselines are kept in the state volume beside the audit trail, which only a daemon
+        # with playbooks has; without one, a restart learns them again.
+        self.baselines = (
+            BaselineKeeper(self.engine, baselines_path(settings.audit_db_path), clock=clock)
+            if playbooks is not None
+            else None
+        )
 
     # ---- construction ---------------------------------------------------------------------
     def _discovery(self, kube: PodWatchApi | None) -> PodDiscovery | None:
@@ -595,6 +603,9 @@ class DaemonApp:
             sup.add("discovery", self.discovery.run, stage=STAGE_SOURCES)
         sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
         sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
+        if self.baselines is not None:
+            self.baselines.restore()
+            sup.add("baselines", self.baselines.run, stage=STAGE_EVALUATOR)
         if self._playbooks is not None:
             sup.add(
                 "playbooks",
@@ -629,6 +640,9 @@ class DaemonApp:
             for name, factory in self._playbooks.background().items():
                 sup.add(name, factory, stage=STAGE_HTTP)
         sup.add_cleanup("clients", self._close_clients)
+        if self.baselines is not None:
+            # A SIGTERM saves what was learnt since the last periodic save.
+            sup.add_cleanup("baselines", self.baselines.save)
         if self._playbooks is not None:
             sup.add_cleanup("playbooks", self._playbooks.close)
 
