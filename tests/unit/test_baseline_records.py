@@ -111,3 +111,11 @@ def test_a_carried_baseline_expires_and_keeps_the_time_it_was_saved() -> None:
     assert history.carried(KEY, 1601.0) is None
     assert history.export(1601.0, None) == []
     assert history.approx_bytes == 0
+
+
+def test_carried_baselines_stay_within_the_memory_bound() -> None:
+    """Past the baselines' share of the budget a saved baseline is not taken: it is learnt again."""
+    history = BaselineHistory(Thresholds(), max_bytes=3 * 4096)
+    taken = [history.carry(("prod", f"p{i}", "m"), 1000.0, BASE) for i in range(5)]
+    assert taken == [True, True, True, False, False]
+    assert history.approx_bytes <= 3 * 4096

@@ -151,9 +151,17 @@ class BaselineHistory:
             self._unindex(key)
             self.snapshots -= len(hist)
 
-    def carry(self, key: SubjectKey, saved_at: float, baseline: Baseline) -> None:
-        """Take a baseline saved before a restart as the subject's reference for now."""
+    def carry(self, key: SubjectKey, saved_at: float, baseline: Baseline) -> bool:
+        """Take a baseline saved before a restart as the subject's reference for now.
+
+        Within the memory bound only: past it the subject learns its baseline again, as it
+        would have without the file (False).
+        """
+        cap = self.max_snapshots
+        if cap is not None and self.approx_bytes + CARRIED_BYTES > cap * SNAPSHOT_BYTES:
+            return False
         self._carried[key] = (saved_at, replace(baseline, source="carried"))
+        return True
 
     def carried(self, key: SubjectKey, now: float) -> Baseline | None:
         """Return the subject's carried baseline, or None when there is none or it is too old.

@@ -162,12 +162,8 @@ class Engine:
         return self.history.export(now, self.store.started_at)
 
     def carry_baselines(self, saved: Iterable[tuple[SubjectKey, float, Baseline]]) -> int:
-        """Take baselines saved before a restart; return how many were taken."""
-        taken = 0
-        for key, saved_at, baseline in saved:
-            self.history.carry(key, saved_at, baseline)
-            taken += 1
-        return taken
+        """Take baselines saved before a restart; return how many the memory bound let in."""
+        return sum(self.history.carry(key, at, baseline) for key, at, baseline in saved)
 
     def evaluate(self, now: float) -> list[IncidentEvent]:
         """Evaluate every subject at ``now``; return incident transitions."""
