@@ -132,6 +132,15 @@ def validate_create(event: JsonObj, namespace: str) -> None:
         )
     if len(str(event.get("note") or "")) > _NOTE_LIMIT:
         causes.append({"field": "note", "message": f"can have at most {_NOTE_LIMIT} characters"})
+    # Creation through this group version leaves the core-only fields to the server.
+    for field in (
+        "deprecatedSource",
+        "deprecatedFirstTimestamp",
+        "deprecatedLastTimestamp",
+        "deprecatedCount",
+    ):
+        if event.get(field):
+            causes.append({"field": field, "message": "Invalid value: needs to be unset"})
     regarding = event.get("regarding") or {}
     if regarding.get("namespace") and regarding["namespace"] != namespace:
         causes.append({"field": "regarding.namespace", "message": "does not match event.namespace"})

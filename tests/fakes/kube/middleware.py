@@ -42,7 +42,16 @@ class Faults:
     drop_next: int = 0
 
 
-def _server_error(code: int) -> ApiError:
+def _server_error(code: int, request: web.Request | None = None) -> ApiError:
+    if code == 403:
+        # As RBAC words a refusal; the resource is the URL's, whatever the verb.
+        what = request.path.rstrip("/").split("/")[-1] if request is not None else "resource"
+        return ApiError(
+            code,
+            "Forbidden",
+            f'{what} is forbidden: User "system:serviceaccount:tritonguard:tritonguard" '
+            f"cannot {request.method.lower() if request is not None else 'use'} it",
+        )
     if code == 503:
         return ApiError(
             code, "ServiceUnavailable", "the server is currently unable to handle the request"
@@ -114,7 +123,7 @@ class RequestLog:
             raise asyncio.CancelledError
         if faults.fail_next > 0:
             faults.fail_next -= 1
-            err = _server_error(faults.fail_status)
+            err = _server_error(faults.fail_status, request)
             self.records.append(RequestRecord(**record, status=err.code))
             return web.json_response(err.status(), status=err.code)
         request[_BODY] = body

@@ -197,7 +197,7 @@ class FakeKube:
         self.faults.delay_s = seconds
 
     def fail_next(self, count: int, status: int = 503) -> None:
-        """Answer the next ``count`` requests with ``status`` (500 or 503) and a Status body."""
+        """Answer the next ``count`` requests with ``status`` (500, 503, or 403 as RBAC would)."""
         self.faults.fail_next = count
         self.faults.fail_status = status
 
