@@ -14,6 +14,7 @@ update may change only ``series`` and metadata: every other field is immutable.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
@@ -126,8 +127,8 @@ def validate_create(event: JsonObj, namespace: str) -> None:
         causes.append(
             {
                 "field": "type",
-                "message": f"Unsupported value: {event.get('type')!r}: supported values: "
-                '"Normal", "Warning"',
+                "message": f"Unsupported value: {json.dumps(event.get('type'))}: supported "
+                'values: "Normal", "Warning"',
             }
         )
     if len(str(event.get("note") or "")) > _NOTE_LIMIT:
