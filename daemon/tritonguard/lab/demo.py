@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -181,6 +183,8 @@ class Demo:
         self.watch: LabWatch | None = None
         self.slack = TerminalSlack(self.say)
         self.started = time.time()
+        # Kept after the run: the charts the threads point to, and the audit trail.
+        self.state_dir = Path(tempfile.mkdtemp(prefix="tritonguard-demo-"))
 
     def say(self, message: RenderableType) -> None:
         """Print above the live table (or as a plain line without a terminal)."""
@@ -312,6 +316,7 @@ class Demo:
                 playbooks=True,
                 act=plan.act,
                 slack=self.slack,
+                keep_in=self.state_dir,
             )
             await self.watch.start()
             self.started = time.time()
@@ -332,6 +337,10 @@ class Demo:
             if node is not None:
                 node.stop()
         self.say(status_table(self.views, self.started))
+        self.say(
+            f"The daemon's audit trail and incident charts are kept in {self.state_dir} "
+            f"(tritonguard incidents --audit-db {self.state_dir / 'audit.sqlite3'})"
+        )
         return 0 if all(v.detection is not None for v in self.views) else 1
 
     async def _loop(self, drives: list[asyncio.Task[None]]) -> None:

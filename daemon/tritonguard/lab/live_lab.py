@@ -321,7 +321,8 @@ class LabWatch:
 
     With ``playbooks`` it runs the shipped ones: notifications go out (to ``slack``, the
     outbox's transport, when given; there is no token), remediation acts on the lab's servers
-    with ``act`` and is planned without it.
+    with ``act`` and is planned without it. ``keep_in``: the daemon's state directory (audit
+    database, charts), left in place at the end; by default a temporary one, removed.
     """
 
     def __init__(
@@ -335,6 +336,7 @@ class LabWatch:
         playbooks: bool = False,
         act: bool = False,
         slack: Transport | None = None,
+        keep_in: Path | None = None,
     ) -> None:
         if way not in WAYS:
             raise ValueError(f"way must be one of {WAYS}, not {way!r}")
@@ -351,7 +353,13 @@ class LabWatch:
         self.prometheus: PrometheusServer | None = None
         self.app: DaemonApp | None = None
         self._task: asyncio.Task[None] | None = None
-        self._workdir = Path(tempfile.mkdtemp(prefix=f"tritonguard-watch-{way}-"))
+        self._keep = keep_in is not None
+        self._workdir = keep_in or Path(tempfile.mkdtemp(prefix=f"tritonguard-watch-{way}-"))
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the daemon keeps its audit database and incident charts."""
+        return self._workdir
 
     def _min_interval(self) -> float:
         return min((s.scenario.scrape_interval_s for s in self.scenarios), default=5.0)
@@ -444,7 +452,8 @@ class LabWatch:
         if self.prometheus is not None:
             await asyncio.to_thread(self.prometheus.stop)
             self.prometheus = None
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        if not self._keep:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 def judge(outcome: Outcome, way: str, events: Sequence[IncidentEvent]) -> None:
