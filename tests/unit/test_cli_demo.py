@@ -19,7 +19,7 @@ from tritonguard.cli.cmd_demo import demo_plan
 from tritonguard.cli.main import build_parser
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
-from tritonguard.core.findings import CAUSES
+from tritonguard.core.findings import CAUSES, IncidentEvent
 from tritonguard.core.replay import drive
 from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from tritonguard.lab.demo_report import (
@@ -78,16 +78,24 @@ def test_all_runs_every_cause_and_excludes_only(capsys: pytest.CaptureFixture[st
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_a_thread_from_the_planner_is_drawn_in_the_terminal() -> None:
+def test_a_thread_from_the_planner_is_drawn_in_the_terminal(tmp_path: Path) -> None:
     """A recorded incident's thread, through the daemon's planner and outbox, reads as in Slack.
 
-    The root comes first with the diagnosis, each step's result follows as a reply, and the
-    root's update in place shows only the lines that changed.
+    The root comes first with the diagnosis, the chart follows with its comment and the PNG's
+    path, each step's result follows as a reply, and the root's update in place shows only
+    the lines that changed.
     """
-    console = Console(record=True, width=120, color_system=None)
+    console = Console(record=True, width=200, color_system=None)
     slack = TerminalSlack(console.print)
     engine = Engine()
-    preview = SlackPreview(engine, load_playbook_files([SHIPPED_PLAYBOOKS]), transport=slack)
+    png = tmp_path / "chart.png"
+
+    def chart(event: IncidentEvent, records: list[ActionRecord], when: str) -> dict[str, str]:
+        return {"path": str(png), "filename": png.name, "title": f"{event.cause} {when}"}
+
+    preview = SlackPreview(
+        engine, load_playbook_files([SHIPPED_PLAYBOOKS]), transport=slack, chart=chart
+    )
 
     async def replay() -> None:
         trace = RECORDED / "batching_delay.om.gz"
@@ -105,6 +113,7 @@ def test_a_thread_from_the_planner_is_drawn_in_the_terminal() -> None:
     assert "batching_delay · search/ranker" in out[root:reply]
     assert "Where the time goes" in out[root:reply] and "Fix" in out[root:reply]
     assert "would run (dry-run)" in out[reply:]
+    assert "Latency split and deciding signal for" in out and f"[chart: {png}]" in out
     assert "root updated" in out and "(changed lines)" in out
     assert len(slack.threads) == 1
 

@@ -66,6 +66,9 @@ class TerminalSlack:
             return
         if item.kind == "post_root":
             self.roots[item.thread] = body.splitlines()
+        if item.kind == "upload" and item.message is not None and item.message.text:
+            # The console names the file; the comment Slack shows above it says what it is.
+            body = f"{item.message.text}\n{body}"
         self.show(
             Panel(Text(body), title=title, title_align="left", border_style=_STYLE[item.kind])
         )
