@@ -64,7 +64,7 @@ class SlackSocket:
 
     ``base_url`` is the Web API's (``apps.connections.open`` gives the websocket URL), so
     tests point it at the fake Slack. The SDK reconnects by itself when the connection drops
-    or Slack asks it to; :meth:`run` holds the connection until it is cancelled.
+    or Slack asks it to, until :meth:`close`.
     """
 
     def __init__(
@@ -110,15 +110,6 @@ class SlackSocket:
         self.client = client
         await client.connect()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
         self.connected.set()
-
-    async def run(self) -> None:
-        """Hold the connection until cancelled (a supervised root task), then close it."""
-        try:
-            if self.client is None:
-                await self.start()
-            await asyncio.Event().wait()
-        finally:
-            await self.close()
 
     async def close(self) -> None:
         """Close the connection and its HTTP session."""

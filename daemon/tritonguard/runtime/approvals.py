@@ -12,12 +12,13 @@ arrives after the deadline expires the approval at once.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tritonguard.clients.slack_socket import ButtonClick
+from tritonguard.clients.slack_socket import ButtonClick, SlackSocket
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.playbook_decisions import (
     PendingApproval,
@@ -85,7 +86,9 @@ def approval_view(
         approval_id=pending.approval_id,
         playbook=pending.playbook,
         action=pending.action,
-        what=describe(rec),
+        # The message names the action itself; ``what`` is the rest of the line.
+        what=describe(rec).removeprefix(f"`{pending.action}`").removeprefix(" — ")
+        or "as the playbook says",
         approvers=pending.approvers,
         expires_at=pending.expires_at,
         state=_STATES.get(state, "expired"),
@@ -196,3 +199,23 @@ class Approvals:
             if user in members[group]:
                 break
         return refuse_approver(user, pending.approvers, members)
+
+
+async def hold_socket(
+    socket: SlackSocket, may_connect: Callable[[], bool], *, poll_s: float = 1.0
+) -> None:
+    """Keep Socket Mode open while this replica may act (it leads), closed otherwise.
+
+    Slack hands each click to one of an app's open connections, so a replica that does not
+    lead stays off: every click reaches the replica that runs playbooks.
+    """
+    try:
+        while True:
+            want = may_connect()
+            if want and socket.client is None:
+                await socket.start()
+            elif not want and socket.client is not None:
+                await socket.close()
+            await asyncio.sleep(poll_s)
+    finally:
+        await socket.close()
