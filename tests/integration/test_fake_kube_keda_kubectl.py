@@ -96,3 +96,14 @@ def test_events_v1_create_is_validated_and_shared_with_core(
         check=False,
     )
     assert renamed.returncode != 0 and "note: field is immutable" in renamed.stderr
+    # A MicroTime without its six fractional digits does not parse, as on the real server.
+    coarse = kubectl.run(
+        "patch",
+        "events.v1.events.k8s.io",
+        "triton.1",
+        "--type=merge",
+        "-p",
+        '{"series":{"count":2,"lastObservedTime":"2026-01-01T00:00:01Z"}}',
+        check=False,
+    )
+    assert coarse.returncode != 0 and "cannot be handled as a Event" in coarse.stderr

@@ -280,16 +280,29 @@ async def test_server_errors_and_dropped_connections(
 async def test_event_is_attached_to_the_deployment_and_shown_by_kubectl_describe(
     kube: KubernetesClient, fake_kube: FakeKube, tmp_path: Path
 ) -> None:
-    """create_event records a core/v1 Event that `kubectl describe deployment` lists."""
-    name = await kube.create_event(
-        kind="Deployment",
-        namespace=NS,
-        name="triton",
-        reason="TritonguardScaledOut",
-        message="too_few_instances: scaled replicas 2 -> 3",
-        type="Warning",
+    """An events.k8s.io/v1 Event on the Deployment's uid is listed by `kubectl describe`."""
+    uid = await kube.uid_of("Deployment", NS, "triton")
+    made = await kube.create_event_v1(
+        NS,
+        {
+            "metadata": {"generateName": "triton."},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "tritonguard.io/tritonguard",
+            "reportingInstance": "tritonguard-0",
+            "action": "kubernetes.scale",
+            "reason": "TritonguardScaledOut",
+            "note": "too_few_instances: scaled replicas 2 -> 3",
+            "type": "Warning",
+            "regarding": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "namespace": NS,
+                "name": "triton",
+                "uid": uid,
+            },
+        },
     )
-    event = fake_kube.get_object("Event", NS, name)
+    event = fake_kube.get_object("Event", NS, made["metadata"]["name"])
     deployment = fake_kube.get_object("Deployment", NS, "triton")
     assert event is not None
     assert deployment is not None

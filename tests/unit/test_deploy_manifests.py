@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,8 +54,6 @@ def test_every_object_validates_strictly(objects: list[dict[str, Any]]) -> None:
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(
         [
-            "ClusterRole",
-            "ClusterRoleBinding",
             "ConfigMap",
             "ConfigMap",
             "Deployment",
@@ -62,6 +61,8 @@ def test_every_object_validates_strictly(objects: list[dict[str, Any]]) -> None:
             "PodDisruptionBudget",
             "Role",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "RoleBinding",
             "Service",
@@ -108,17 +109,23 @@ def test_deployment_is_hardened_and_probed(objects: list[dict[str, Any]]) -> Non
 
 
 def test_rbac_is_least_privilege(objects: list[dict[str, Any]]) -> None:
-    """No wildcards, no secrets, no deletes; writes only to scale, HPAs, events and leases."""
+    """Nothing cluster-wide; no wildcards, secrets or deletes; writes only where actions write.
+
+    Scale, HPAs, ScaledObjects and Events are written only in the watched namespaces, the
+    lease only in tritonguard's own, and kube-system gets nothing.
+    """
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
     granted: dict[str, set[str]] = {}
-    for kind in ("ClusterRole", "Role"):
-        for obj in objects:
-            if obj["kind"] != kind:
-                continue
-            for rule in obj["rules"]:
-                assert "*" not in rule["resources"] and "*" not in rule["verbs"]
-                for resource in rule["resources"]:
-                    granted.setdefault(resource, set()).update(rule["verbs"])
+    for obj in objects:
+        if obj["kind"] != "Role":
+            continue
+        assert obj["metadata"]["namespace"] != "kube-system"
+        for rule in obj["rules"]:
+            assert "*" not in rule["resources"] and "*" not in rule["verbs"]
+            assert "*" not in rule["apiGroups"]
+            for resource in rule["resources"]:
+                granted.setdefault(resource, set()).update(rule["verbs"])
     assert "secrets" not in granted and "configmaps" not in granted
     assert not any("delete" in verbs for verbs in granted.values())
     writable = {r for r, verbs in granted.items() if verbs & writes}
@@ -126,20 +133,92 @@ def test_rbac_is_least_privilege(objects: list[dict[str, Any]]) -> None:
         "deployments/scale",
         "statefulsets/scale",
         "horizontalpodautoscalers",
+        "scaledobjects",
         "events",
         "leases",
     }
     assert {"list", "watch"} <= granted["pods"]
     lease_role = _one(objects, "Role", "tritonguard-leader")
     assert lease_role["metadata"]["namespace"] == "tritonguard"
+    renew = next(r for r in lease_role["rules"] if "update" in r["verbs"])
+    assert renew["resourceNames"] == ["tritonguard-leader"]
+
+
+# What each client call needs: (API group, resource, verb), by the client's method names.
+_API_GROUPS = {
+    "apps": "apps",
+    "core": "",
+    "coordination": "coordination.k8s.io",
+    "autoscaling": "autoscaling",
+}
+_VERBS = {"read": "get", "list": "list", "patch": "patch", "create": "create", "replace": "update"}
+_RESOURCES = {
+    "deployment_scale": "deployments/scale",
+    "stateful_set_scale": "statefulsets/scale",
+    "deployment": "deployments",
+    "stateful_set": "statefulsets",
+    "replica_set": "replicasets",
+    "pod": "pods",
+    "horizontal_pod_autoscaler": "horizontalpodautoscalers",
+    "lease": "leases",
+}
+# Generic object calls name their group and resource in constants.
+_CUSTOM = {
+    "KEDA_GROUP,": ("keda.sh", "scaledobjects"),
+    "_EVENTS_GROUP,": ("events.k8s.io", "events"),
+}
+
+
+def _calls_in_client() -> set[tuple[str, str, str]]:
+    """Return every (group, resource, verb) clients/kubernetes_api.py can call."""
+    text = (ROOT / "daemon" / "tritonguard" / "clients" / "kubernetes_api.py").read_text()
+    calls: set[tuple[str, str, str]] = set()
+    for attr, verb, resource in re.findall(
+        # self._apps.read_…, or a local alias of it (apps = self._apps).
+        r"(?:self\._|\b)(apps|core|coordination|autoscaling)\.(read|list|patch|create|replace)"
+        r"_namespaced_(\w+?)(?:\b|,)",
+        text,
+    ):
+        calls.add((_API_GROUPS[attr], _RESOURCES[resource], _VERBS[verb]))
+    if "watch=True" in text:
+        calls.add(("", "pods", "watch"))
+    for verb, after in re.findall(
+        r"self\._custom\.(get|patch|create)_namespaced_custom_object,\s*(\w+,)", text
+    ):
+        group, resource = _CUSTOM[after]
+        calls.add((group, resource, verb))
+    return calls
+
+
+def test_the_roles_grant_exactly_what_the_client_calls(objects: list[dict[str, Any]]) -> None:
+    """Every verb the Kubernetes client calls is granted, and nothing it does not call is.
+
+    Read from the client's source, so a new call without its grant (or a grant left behind
+    by removed code) fails here rather than as a 403 in a cluster.
+    """
+    granted = {
+        (group, resource, verb)
+        for o in objects
+        if o["kind"] == "Role"
+        for rule in o["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    called = _calls_in_client()
+    assert ("keda.sh", "scaledobjects", "patch") in called
+    assert ("events.k8s.io", "events", "create") in called
+    assert sorted(called - granted) == []
+    assert sorted(granted - called) == []
 
 
 def test_discovery_reads_pods_only_in_the_watched_namespaces(
     objects: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """Each namespace discovery watches has a Role to read its pods; nothing cluster-wide does.
+    """Each namespace discovery watches has its Roles; nothing cluster-wide is granted.
 
-    The Role's verbs are the ones discovery calls: pods get/list/watch, replicasets get.
+    Discovery's Role has the verbs discovery calls (pods get/list/watch, replicasets get);
+    the actions' Role is there too, bound to the same service account.
     """
     config = _one(objects, "ConfigMap", "tritonguard-config")
     path = tmp_path / "config.yaml"
@@ -159,17 +238,18 @@ def test_discovery_reads_pods_only_in_the_watched_namespaces(
         )
         verbs = {res: set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
         assert verbs == {"pods": {"get", "list", "watch"}, "replicasets": {"get"}}
-        binding = next(
-            o
-            for o in objects
-            if o["kind"] == "RoleBinding"
-            and o["metadata"]["name"] == "tritonguard-discovery"
-            and o["metadata"]["namespace"] == ns
-        )
-        assert binding["roleRef"]["name"] == "tritonguard-discovery"
-        assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": "tritonguard", "namespace": "tritonguard"}
-        ]
+        for name in ("tritonguard-discovery", "tritonguard-actions"):
+            binding = next(
+                o
+                for o in objects
+                if o["kind"] == "RoleBinding"
+                and o["metadata"]["name"] == name
+                and o["metadata"]["namespace"] == ns
+            )
+            assert binding["roleRef"]["name"] == name
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": "tritonguard", "namespace": "tritonguard"}
+            ]
 
 
 def test_shipped_config_and_playbooks_load(objects: list[dict[str, Any]], tmp_path: Path) -> None:

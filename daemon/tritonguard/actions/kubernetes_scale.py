@@ -229,7 +229,7 @@ async def _through_keda(  # noqa: PLR0917 - the step's context, workload, HPA, c
     except Exception as exc:  # the client's one-line error (403 without scaledobjects get)
         raise ActionFailed(
             f"{refuse}; reading the ScaledObject failed ({exc}): grant scaledobjects get and "
-            "patch in this namespace (deploy/, per-namespace Role)"
+            "patch in this namespace (deploy/namespace)"
         ) from None
     if so.paused:
         raise ActionFailed(

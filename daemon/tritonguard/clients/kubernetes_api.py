@@ -75,7 +75,7 @@ _STATUS_KINDS: dict[int, ErrorKind] = {
 }
 _RETRYABLE: frozenset[ErrorKind] = frozenset({"down", "timeout", "server", "throttled"})
 _MERGE_PATCH = "application/merge-patch+json"
-_EVENT_MESSAGE_LIMIT = 1024
+_EVENTS_GROUP = "events.k8s.io"
 
 
 class KubernetesError(Exception):
@@ -410,10 +410,6 @@ class KubernetesClient(KubeApi):
     @property
     def _custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api_client)
-
-    @property
-    def _events(self) -> client.EventsV1Api:
-        return client.EventsV1Api(self.api_client)
 
     def _scale_methods(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
         apps = self._apps
@@ -753,16 +749,25 @@ class KubernetesClient(KubeApi):
         return await self._uid_of(kind, namespace, name)
 
     async def create_event_v1(self, namespace: str, body: Mapping[str, Any]) -> JsonObj:
-        """Create an events.k8s.io/v1 Event; return it as stored (its name is generated)."""
+        """Create an events.k8s.io/v1 Event; return it as stored (its name is generated).
+
+        Sent through the generic object API: the typed model would re-render ``eventTime``
+        with ``isoformat``, which drops the fraction when the microseconds are 0, and the
+        server parses a MicroTime with exactly six digits (RFC 3339 micro), so it would
+        refuse that Event with a 400.
+        """
         regarding = _mapping(body.get("regarding"))
         event = await self._call(
             f"record event {body.get('reason')} on {regarding.get('kind')} "
             f"{namespace}/{regarding.get('name')}",
-            self._events.create_namespaced_event,
+            self._custom.create_namespaced_custom_object,
+            _EVENTS_GROUP,
+            "v1",
             namespace,
+            "events",
             dict(body),
         )
-        return self._json(event)
+        return dict(_mapping(event))
 
     async def patch_event_series(
         self, namespace: str, name: str, count: int, last_observed: datetime
@@ -770,13 +775,16 @@ class KubernetesClient(KubeApi):
         """Record repeats of an Event: ``series.count`` and ``series.lastObservedTime``."""
         event = await self._call(
             f"update event {namespace}/{name} (x{count})",
-            self._events.patch_namespaced_event,
-            name,
+            self._custom.patch_namespaced_custom_object,
+            _EVENTS_GROUP,
+            "v1",
             namespace,
+            "events",
+            name,
             {"series": {"count": count, "lastObservedTime": _micro_time(last_observed)}},
             _content_type=_MERGE_PATCH,
         )
-        return self._json(event)
+        return dict(_mapping(event))
 
     async def _uid_of(self, kind: str, namespace: str, name: str) -> str | None:
         readers: dict[str, Callable[..., Any]] = {
@@ -791,58 +799,6 @@ class KubernetesClient(KubeApi):
         obj = await self._call(f"read {kind} {namespace}/{name}", reader, name, namespace)
         uid = self._json(obj).get("metadata", {}).get("uid")
         return str(uid) if uid else None
-
-    async def create_event(
-        self,
-        *,
-        kind: str,
-        namespace: str,
-        name: str,
-        reason: str,
-        message: str,
-        type: Literal["Normal", "Warning"] = "Normal",
-        api_version: str | None = None,
-        uid: str | None = None,
-        component: str = "tritonguard",
-        instance: str = "",
-    ) -> str:
-        """Record a core/v1 Event on an object (``kubectl describe`` shows it); return its name.
-
-        The object's uid is looked up when not given, because ``kubectl describe`` selects
-        events by it.
-        """
-        if uid is None:
-            uid = await self._uid_of(kind, namespace, name)
-        now = self.wall_clock()
-        body: JsonObj = {
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {
-                "kind": kind,
-                "namespace": namespace,
-                "name": name,
-                "apiVersion": api_version
-                or {"Pod": "v1", "HorizontalPodAutoscaler": "autoscaling/v2"}.get(kind, "apps/v1"),
-                **({"uid": uid} if uid else {}),
-            },
-            "reason": reason,
-            "message": message
-            if len(message) <= _EVENT_MESSAGE_LIMIT
-            else message[: _EVENT_MESSAGE_LIMIT - 1] + "…",
-            "type": type,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "reportingInstance": instance or component,
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
-            "count": 1,
-        }
-        event = await self._call(
-            f"record event {reason} on {kind} {namespace}/{name}",
-            self._core.create_namespaced_event,
-            namespace,
-            client.CoreV1Event.from_dict(body),
-        )
-        return str(self._json(event).get("metadata", {}).get("name", ""))
 
     # -- leader election --------------------------------------------------------------------
 

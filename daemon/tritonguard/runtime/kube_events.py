@@ -44,7 +44,7 @@ INCIDENT_ANNOTATION = "tritonguard.io/incident"
 # recreated under its name has a new uid).
 OWNER_TTL_S = 60.0
 _HINTS = {
-    "forbidden": "grant events create and patch (events.k8s.io) in this namespace (deploy/)",
+    "forbidden": "grant events create and patch (events.k8s.io) in this namespace (deploy/namespace)",
     "unauthorized": "check the service account token",
 }
 

@@ -218,7 +218,7 @@ class PodDiscovery:
         if self._metrics is not None:
             self._metrics.count_discovery_error(namespace, err.kind)
         hint = {
-            "forbidden": "grant pods get/list/watch in this namespace (deploy/discovery)",
+            "forbidden": "grant pods get/list/watch in this namespace (deploy/namespace)",
             "not_found": "check discovery.namespaces",
             "invalid": "check discovery.label_selector",
         }.get(err.kind)
@@ -303,7 +303,7 @@ class PodDiscovery:
                 namespace=namespace,
                 replicaset=name,
                 error=str(err),
-                hint="grant replicasets get (deploy/discovery) to name the Deployment",
+                hint="grant replicasets get (deploy/namespace) to name the Deployment",
             )
             return None, False
         self._rs_owners[key] = owner

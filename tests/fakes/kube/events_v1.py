@@ -48,6 +48,8 @@ _IMMUTABLE = (
     "deprecatedCount",
 )
 _NOTE_LIMIT = 1024
+# metav1.MicroTime parses with Go's RFC3339Micro layout: exactly six fractional digits.
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
 _QUALIFIED = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
@@ -102,8 +104,25 @@ def _required(field: str) -> JsonObj:
     return {"field": field, "message": "Required value"}
 
 
+def check_times(event: JsonObj) -> None:
+    """Raise the 400 the server's JSON decoding gives a MicroTime it cannot parse."""
+    series = event.get("series")
+    for value in (
+        event.get("eventTime"),
+        series.get("lastObservedTime") if isinstance(series, dict) else None,
+    ):
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'Event in version "v1" cannot be handled as a Event: parsing time '
+                f'{json.dumps(value)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse',
+            )
+
+
 def validate_create(event: JsonObj, namespace: str) -> None:
     """Raise 422 Invalid as the real server does for a new events.k8s.io/v1 Event."""
+    check_times(event)
     causes: list[JsonObj] = []
     if not event.get("eventTime"):
         causes.append(_required("eventTime"))
@@ -168,6 +187,7 @@ def _series_causes(series: Any) -> list[JsonObj]:
 
 def validate_update(new: JsonObj, old: JsonObj) -> None:
     """Raise 422 Invalid when an update changes anything but ``series`` and metadata."""
+    check_times(new)
     name = str((old.get("metadata") or {}).get("name") or "")
     causes = [
         {"field": field, "message": "field is immutable"}
