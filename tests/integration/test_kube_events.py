@@ -216,3 +216,19 @@ async def test_events_of_a_pod_no_longer_there_go_to_its_workload(
         e["involvedObject"]["kind"] for e in _events(fake_kube) if e["reason"] == "IncidentResolved"
     ]
     assert resolved_on == ["Deployment"]
+
+
+async def test_a_replica_that_does_not_lead_writes_nothing(
+    kube: KubernetesClient, fake_kube: FakeKube
+) -> None:
+    """Only the leader tells Kubernetes: a follower's notes are let go, the leader's written."""
+    pod = _pod_of(fake_kube, "triton")
+    leading = [False]
+    events = KubeEvents(kube, instance="tritonguard-1", active=lambda: leading[0])
+    events.observe_incident(incident(namespace=NS, pod=pod, incident_id="inc-l"))
+    await events.drain()
+    assert _events(fake_kube) == []
+    leading[0] = True
+    events.observe_incident(incident(namespace=NS, pod=pod, incident_id="inc-l"))
+    await events.drain()
+    assert len(_events(fake_kube)) == 2

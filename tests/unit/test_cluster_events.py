@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.playbook_harness import incident, resolved
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.cluster_events import (
@@ -70,6 +72,8 @@ def test_record_notes_cover_ran_skipped_failed_rolled_back_only() -> None:
     assert note_for_record(_record("ran", pod="*")) is None
     whole = note_for_record(_record("skipped", action="*"))
     assert whole is not None and whole.action == "Playbook"
+    follower = replace(_record("skipped", action="*"), guard="leader")
+    assert note_for_record(follower) is None
 
 
 def test_notes_are_clipped_to_the_api_limit() -> None:

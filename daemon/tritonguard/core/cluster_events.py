@@ -113,12 +113,15 @@ def _subject_parts(key: str) -> tuple[str, str, str]:
 def note_for_record(record: ActionRecord) -> EventNote | None:
     """Return the Event of a playbook decision on a pod (ran, skipped, failed, rolled back).
 
-    Plans (dry-run), deferrals and the other bookkeeping records say nothing to Kubernetes.
+    Plans (dry-run), deferrals, a follower's "the leader acts" and the other bookkeeping
+    records say nothing to Kubernetes.
     """
     reason_type = _RECORD_REASONS.get(record.status)
     namespace, pod, model = _subject_parts(record.subject)
     if reason_type is None or not pod or pod == "*":
         return None
+    if record.status == "skipped" and record.guard == "leader":
+        return None  # another replica acts, and tells Kubernetes itself
     reason, kind = reason_type
     action = "Playbook" if record.action == "*" else record.action
     what = "the playbook" if record.action == "*" else record.action

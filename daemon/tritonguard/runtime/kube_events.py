@@ -86,7 +86,11 @@ def micro_time(when: datetime) -> str:
 
 
 class KubeEvents:
-    """Writes the Events of incidents and decisions, deduplicated, paced and failure-proof."""
+    """Writes the Events of incidents and decisions, deduplicated, paced and failure-proof.
+
+    ``active`` says whether this replica writes now (the leader, when there is an election):
+    notes seen while it is False are let go.
+    """
 
     def __init__(
         self,
@@ -99,6 +103,7 @@ class KubeEvents:
         burst: int = 25,
         flush_interval_s: float = 5.0,
         book: SeriesBook | None = None,
+        active: Callable[[], bool] = lambda: True,
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -113,6 +118,7 @@ class KubeEvents:
         self._refilled = monotonic()
         self._flush_interval_s = flush_interval_s
         self._book = book or SeriesBook()
+        self._active = active
         self._monotonic = monotonic
         self._wall = wall_clock
         self._targets: dict[tuple[str, str], _Targets] = {}
@@ -176,7 +182,8 @@ class KubeEvents:
 
     # ---- internals ----------------------------------------------------------------------------
     def _queue(self, note: EventNote | None) -> None:
-        if note is None:
+        # With several replicas only the leader writes: they all see the same incidents.
+        if note is None or not self._active():
             return
         if len(self._pending) >= self._queue_size:
             self.dropped += 1
