@@ -184,6 +184,7 @@ def test_the_closing_line_gives_the_verdict_and_latency_before_and_after() -> No
     assert fix_verdict(failed) == (
         "verification failed (queue_share=0.8 is not below 0.5); rolled back"
     )
+    assert fix_verdict(records[:2], busy=True) == "fix applied, verifying"
     planned = [_record("triton.update_config", "planned", 100.0, dry_run=True)]
     assert fix_verdict(planned) == "fix planned (dry-run)"
     assert before_after("x", {}, {}, {}, planned).endswith("→ at end –")

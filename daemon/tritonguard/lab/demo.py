@@ -239,8 +239,8 @@ class Demo:
                     if record.get("status") == "skipped":
                         self.say(action_line(record))
                 view.actions = records
-                if view.status == "diagnosed" and records:
-                    view.status = fix_verdict(records)
+                if records and not view.finished:
+                    view.status = fix_verdict(records, busy=self._busy(view))
             self._maybe_cut(view, now)
 
     def _busy(self, view: FaultView) -> bool:

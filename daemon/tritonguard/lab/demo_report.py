@@ -81,11 +81,16 @@ def should_cut(
     return now - last >= SETTLE_S
 
 
-def fix_verdict(records: Sequence[Record]) -> str:
-    """Return one line on what became of the fix: verified, rolled back, planned, failed..."""
+def fix_verdict(records: Sequence[Record], *, busy: bool = False) -> str:
+    """Return one line on what became of the fix: verified, rolled back, planned, failed...
+
+    ``busy``: the playbook is still at work (a verification waiting).
+    """
     seen = [r for r in records if r.get("status") != "deferred"]
     if not seen:
         return "no playbook ran"
+    if busy and not any(r.get("action") == "verify" for r in seen):
+        return "fix applied, verifying" if live_changes(seen) else "playbook running"
     verify = next((r for r in reversed(seen) if r.get("action") == "verify"), None)
     rolled = any(r.get("status") == "rolled_back" for r in seen)
     if verify is not None and verify.get("status") == "ran":
