@@ -22,7 +22,7 @@ def test_scaledobject_is_served_like_keda_and_owns_its_hpa(
     kubectl = Kubectl(fake, tmp_path)
     table = kubectl.run("get", "scaledobjects").stdout.splitlines()
     assert table[0].split()[:5] == ["NAME", "SCALETARGETKIND", "SCALETARGETNAME", "MIN", "MAX"]
-    assert table[1].split()[:5] == ["triton-so", "Deployment", "triton", "1", "5"]
+    assert table[1].split()[:5] == ["triton-so", "apps/v1.Deployment", "triton", "1", "5"]
     kubectl.run(
         "patch", "scaledobject", "triton-so", "--type=merge", "-p", '{"spec":{"minReplicaCount":3}}'
     )

@@ -106,7 +106,6 @@ SCALED_OBJECTS = ResourceType(
     "scaledobjects",
     "ScaledObject",
     short_names=("so",),
-    categories=("keda", "all"),
     status_via_subresource=True,
 )
 

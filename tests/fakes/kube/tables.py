@@ -162,10 +162,10 @@ _PRINTERS: dict[str, list[tuple[JsonObj, Cell]]] = {
         (_col("Message"), lambda o: o.get("note", "")),
         _NAME,
     ],
-    # KEDA's printer columns, as its CRD declares them (the first of them).
+    # KEDA's printer columns, as its CRD declares them (those tritonguard's tests read).
     SCALED_OBJECTS.key: [
         _NAME,
-        (_col("ScaleTargetKind"), lambda o: _spec(o).get("scaleTargetRef", {}).get("kind", "")),
+        (_col("ScaleTargetKind"), lambda o: _status(o).get("scaleTargetKind", "")),
         (_col("ScaleTargetName"), lambda o: _spec(o).get("scaleTargetRef", {}).get("name", "")),
         (_col("Min", "integer"), lambda o: _spec(o).get("minReplicaCount", "")),
         (_col("Max", "integer"), lambda o: _spec(o).get("maxReplicaCount", "")),

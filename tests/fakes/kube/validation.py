@@ -71,6 +71,8 @@ def _scaled_object_causes(spec: JsonObj) -> list[JsonObj]:
     causes: list[JsonObj] = []
     if not (spec.get("scaleTargetRef") or {}).get("name"):
         causes.append({"field": "spec.scaleTargetRef.name", "message": "Required value"})
+    if not isinstance(spec.get("triggers"), list):
+        causes.append({"field": "spec.triggers", "message": "Required value"})
     counts = {}
     for field in ("minReplicaCount", "maxReplicaCount"):
         value = spec.get(field)
