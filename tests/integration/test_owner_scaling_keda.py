@@ -145,7 +145,10 @@ async def test_keda_floor_left_unset_is_removed_again_on_restore(kube: FakeKube)
 
 
 async def test_keda_refusals_leave_everything_as_it_was(kube: FakeKube) -> None:
-    """A paused ScaledObject, or a floor above maxReplicaCount, is refused with its reason."""
+    """A paused ScaledObject, or a floor above maxReplicaCount, is refused with its reason.
+
+    ``autoscaling.keda.sh/paused: "false"`` is not paused.
+    """
     kube.add_scaled_object(
         "prod",
         "triton-so",
@@ -166,6 +169,15 @@ async def test_keda_refusals_leave_everything_as_it_was(kube: FakeKube) -> None:
     [capped] = await handle(on, incident(pod="small-1-a"))
     assert (capped.status, capped.guard) == ("skipped", "bounds")
     assert "maxReplicaCount 2" in capped.reason
+    kube.add_deployment("prod", "open", replicas=1)
+    kube.add_replicaset("prod", "open-1", deployment="open")
+    kube.add_pod("prod", "open-1-a", owner=("ReplicaSet", "open-1"))
+    kube.add_scaled_object(
+        "prod", "open-so", "open", annotations={"autoscaling.keda.sh/paused": "false"}
+    )
+    on = stage([book(SCALE_OUT)], AuditStore(), settings=LIVE, env=env(kube, None))
+    [unpaused] = await handle(on, incident(pod="open-1-a"))
+    assert unpaused.status == "ran", unpaused.reason
     for name in ("triton-so", "small-so"):
         so = kube.get_object("ScaledObject", "prod", name)
         assert so is not None and so["spec"]["minReplicaCount"] == 2

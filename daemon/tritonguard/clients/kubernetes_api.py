@@ -258,7 +258,15 @@ def scaled_object_from_dict(obj: Mapping[str, Any]) -> ScaledObject:
     md, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
     ref = _mapping(spec.get("scaleTargetRef"))
     notes = _mapping(md.get("annotations"))
-    paused = next((f"annotation {k}={notes[k]}" for k in KEDA_PAUSED_ANNOTATIONS if k in notes), "")
+    # paused-replicas pauses at any value; paused only when it says true.
+    paused = next(
+        (
+            f"annotation {k}={notes[k]}"
+            for k in KEDA_PAUSED_ANNOTATIONS
+            if k in notes and (k.endswith("-replicas") or str(notes[k]).lower() == "true")
+        ),
+        "",
+    )
     return ScaledObject(
         namespace=str(md.get("namespace", "")),
         name=str(md.get("name", "")),
