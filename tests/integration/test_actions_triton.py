@@ -12,6 +12,7 @@ import pytest
 from tests.playbook_harness import StaticFeatures, handle, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.triton_api import TritonClient, TritonError
+from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_decisions import successors
@@ -19,8 +20,10 @@ from tritonguard.core.playbook_model import Playbook, load_playbooks_text
 from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
 from tritonguard.lab.triton_server import TritonServer
 from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_executor import ExecutorEnv
 from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.settings import Settings, TargetSettings
 
 pytestmark = pytest.mark.live
 
@@ -32,7 +35,7 @@ _ids = itertools.count(1)
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     """One real Triton (explicit mode, repository API behind an access token) per module."""
     repo = tmp_path_factory.mktemp("repo")
-    for name in ("batchy", "shed", "warm", "guarded", "cold"):
+    for name in ("batchy", "shed", "warm", "guarded", "cold", "reverted"):
         write_model(
             repo, ModelSpec(name=name, dynamic_batching=DynamicBatching(max_queue_delay_us=20000))
         )
@@ -504,3 +507,103 @@ async def test_a_playbook_removed_while_its_shed_is_on_still_gets_the_shed_lifte
         ("shed", "triton.update_config", "ran")
     ]
     assert (await triton.model_config("shed"))["dynamic_batching"] == before["dynamic_batching"]
+
+
+REVERT = """
+name: revert-the-deploy
+when: {causes: [batching_delay]}
+guards: {dry_run: false, cooldown: 10m}
+steps:
+  - action: triton.revert_config
+verify: {wait: 1s, checks: [{feature: queue_share, below: 0.3}]}
+"""
+
+
+async def deployed(triton: TritonClient, model: str, delay_us: int) -> ConfigChange:
+    """Deploy a new max_queue_delay through the real API; return the change two reads show."""
+    await set_delay(triton, model, 20000)
+    timeline = ChangeTimeline()
+    key = ("", "", model)
+    timeline.read(key, await triton.model_config(model), 900.0)
+    await set_delay(triton, model, delay_us)
+    change = timeline.read(key, await triton.model_config(model), 990.0)
+    assert change is not None
+    return change
+
+
+async def test_revert_config_puts_back_what_the_deploy_changed(triton: TritonClient) -> None:
+    """The incident names the deploy's change; revert_config reloads the config from before it.
+
+    Only the sections the change touched are loaded back; the verification passes and the
+    undo (should it fail) is the config the revert replaced.
+    """
+    change = await deployed(triton, "reverted", 150000)
+    assert change.summary() == "dynamic_batching.max_queue_delay_microseconds: 20000 → 150000"
+    incident = event("reverted")
+    incident.change = change
+    store = AuditStore()
+    records = await handle(dispatcher([book(REVERT)], triton, store, value=0.1), incident)
+    assert [(r.action, r.status) for r in records] == [
+        ("triton.revert_config", "ran"),
+        ("verify", "ran"),
+    ]
+    assert records[0].detail["reverts"] == change.summary()
+    assert await delay(triton, "reverted") == 20000
+    undo = store.pending_undos(incident.incident_id)
+    assert [u.action for u in undo] == ["triton.load"]
+    assert undo[0].params["config"]["dynamic_batching"]["max_queue_delay_microseconds"] == 150000
+
+
+async def test_revert_config_refuses_when_the_config_moved_on_since(triton: TritonClient) -> None:
+    """Someone changed the same leaves again since the deploy: nothing is reloaded."""
+    change = await deployed(triton, "reverted", 150000)
+    await set_delay(triton, "reverted", 70000)
+    before = await triton.model_config("reverted")
+    incident = event("reverted")
+    incident.change = change
+    records = await handle(dispatcher([book(REVERT)], triton, AuditStore()), incident)
+    assert [(r.action, r.status) for r in records] == [("triton.revert_config", "failed")]
+    assert "changed again since" in records[0].reason
+    assert await triton.model_config("reverted") == before
+
+
+async def test_revert_config_without_a_known_change_changes_nothing(triton: TritonClient) -> None:
+    """An incident that followed no config change has nothing to revert: the step fails, said why."""
+    await set_delay(triton, "reverted", 20000)
+    before = await triton.model_config("reverted")
+    records = await handle(dispatcher([book(REVERT)], triton, AuditStore()), event("reverted"))
+    assert [r.status for r in records] == ["failed"]
+    assert "no model-config change is known" in records[0].reason
+    assert await triton.model_config("reverted") == before
+
+
+async def test_an_incident_opening_rereads_the_config_and_names_the_deploy(
+    server: TritonServer, triton: TritonClient
+) -> None:
+    """The daemon reads configs again as an incident opens, before its playbooks run.
+
+    The periodic read saw the old config; a deploy then raised the delay on the real server.
+    Dispatching the opening makes the daemon read the config again, so the incident its
+    playbooks and Slack receive already names the change.
+    """
+    await set_delay(triton, "reverted", 20000)
+    target = TargetSettings(
+        name="t0",
+        metrics_url=server.metrics_url,
+        triton_url=server.http_url,
+        namespace="prod",
+        pod="triton-0",
+        access_token=TOKEN,
+    )
+    app = DaemonApp(Settings(targets=[target], listen="127.0.0.1:0"))
+    app._models = {"t0": {"reverted"}}  # as the first scrape makes it
+    await app._refresh_configs()  # the periodic read, once
+    await set_delay(triton, "reverted", 150000)
+    incident = event("reverted", at=app.clock())
+    incident.subject = Subject("prod", "reverted", "triton-0")
+    await app.dispatch([incident], app.clock())
+    await app._close_clients()
+    assert incident.change is not None
+    assert incident.change.summary() == (
+        "dynamic_batching.max_queue_delay_microseconds: 20000 → 150000"
+    )

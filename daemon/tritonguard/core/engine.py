@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
+from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
 from tritonguard.core.derive import derive, subject_of
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
@@ -62,7 +63,8 @@ class Engine:
         self.store = SeriesStore(
             retention_s=self.t.retention_s, max_bytes=self.config.series_bytes()
         )
-        self.book = IncidentBook(self.t)
+        self.changes = ChangeTimeline()
+        self.book = IncidentBook(self.t, change_of=self.change_before)
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
         self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
         self._known: set[SubjectKey] = set()
@@ -75,11 +77,26 @@ class Engine:
         """Add samples (a scrape, a PromQL result, a replay step); untimed ones are at ``now``."""
         self.store.add_many(samples, now)
 
-    def note_model_config(self, subject: Subject, config: Mapping[str, Any]) -> None:
-        """Remember a model's config (JSON from GET /v2/models/{m}/config)."""
+    def note_model_config(
+        self, subject: Subject, config: Mapping[str, Any], at: float | None = None
+    ) -> ConfigChange | None:
+        """Remember a model's config (JSON from GET /v2/models/{m}/config), read at ``at``.
+
+        Return the change since the subject's previous read, if any: it is what an incident
+        opening after it is said to follow. ``at`` defaults to the last evaluation's time.
+        """
+        key = (subject.namespace, subject.pod, subject.model)
+        when = at if at is not None else (self.last_evaluated or 0.0)
+        change = self.changes.read(key, config, when)
         parsed = parse_model_config(config)
         self._configs[(subject.namespace, subject.pod, subject.model)] = parsed
         self._configs[(subject.namespace, "", subject.model)] = parsed
+        return change
+
+    def change_before(self, subject: Subject, onset: float) -> ConfigChange | None:
+        """Return the config change an incident on ``subject`` opened at ``onset`` followed."""
+        key = (subject.namespace, subject.pod, subject.model)
+        return self.changes.preceding(key, onset, self.t.baseline_lookback_s)
 
     def model_config(self, key: SubjectKey) -> ModelConfig | None:
         """Return the most specific known config for a subject."""
@@ -177,6 +194,7 @@ class Engine:
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
             self.history.forget(gone)
+            self.changes.forget(gone)
             self.last_diagnoses.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from tritonguard.core.config_changes import ConfigChange
 
 # The cause catalogue of DESIGN.md. These identifiers are a public contract.
 CAUSES: tuple[str, ...] = (
@@ -123,6 +126,8 @@ class IncidentEvent:
     # On a resolution: whether fresh data showed the subject recovered. A subject that stopped
     # reporting is closed without that evidence, and what its playbooks changed stays.
     recovered: bool = True
+    # The model-config change the incident followed, when one was seen (config_changes.py).
+    change: ConfigChange | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the contract JSON object (DESIGN.md, CLI contract).
@@ -145,6 +150,8 @@ class IncidentEvent:
             "secondary": list(self.secondary),
             "actions": list(self.actions),
         }
+        if self.change is not None:
+            out["change"] = self.change.as_dict(onset=self.opened_at)
         if self.event == "resolved":
             out["recovered"] = self.recovered
         return out

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from tritonguard.core.findings import CAUSES, EventKind, Finding, IncidentEvent, Subject
 from tritonguard.core.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from tritonguard.core.config_changes import ConfigChange
 
 
 @dataclass(slots=True)
@@ -43,9 +48,16 @@ def _rank(f: Finding) -> tuple[float, int]:
 class IncidentBook:
     """One open incident per subject at most; the primary cause leads, others are secondary."""
 
-    def __init__(self, thresholds: Thresholds) -> None:
+    def __init__(
+        self,
+        thresholds: Thresholds,
+        change_of: Callable[[Subject, float], ConfigChange | None] = lambda s, t: None,
+    ) -> None:
         self.t = thresholds
         self._state: dict[Subject, _SubjectState] = {}
+        # The config change an incident opened at a time followed, if any: named in every
+        # transition, so a reread after the incident opened shows in its next update.
+        self._change_of = change_of
 
     def open_incidents(self) -> list[IncidentEvent]:
         """Return the incidents open now, as 'updated'-style records."""
@@ -119,8 +131,12 @@ class IncidentBook:
                 changed = abs(current.confidence - inc.finding.confidence) >= 0.15
                 secondary = sorted(c for c in holding if c != current.cause)
                 inc.finding = current
+                # A config change read after the incident opened (the daemon rereads configs
+                # on every opening) is news to whoever acts on the incident.
+                announced = inc.announced.change if inc.announced is not None else None
+                news = self._change_of(subject, inc.opened_at) != announced
                 if (
-                    changed or secondary != inc.secondary
+                    changed or news or secondary != inc.secondary
                 ) and now - inc.last_event >= self.t.update_min_interval_s:
                     inc.secondary = secondary
                     inc.last_event = now
@@ -175,8 +191,7 @@ class IncidentBook:
         raw = f"{cause}|{subject.key()}|{now:.3f}".encode()
         return "inc-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
 
-    @staticmethod
-    def _event(kind: EventKind, subject: Subject, inc: _Open, now: float) -> IncidentEvent:
+    def _event(self, kind: EventKind, subject: Subject, inc: _Open, now: float) -> IncidentEvent:
         f = inc.finding
         summary = f.summary
         if kind == "resolved":
@@ -193,4 +208,5 @@ class IncidentBook:
             fix=f.fix,
             opened_at=inc.opened_at,
             secondary=list(inc.secondary),
+            change=self._change_of(subject, inc.opened_at),
         )

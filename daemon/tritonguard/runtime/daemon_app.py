@@ -347,6 +347,9 @@ class DaemonApp:
 
     async def dispatch(self, events: list[IncidentEvent], now: float) -> None:
         """Start the playbook work for one evaluation, then tell ``on_events``; never fatal."""
+        opened = [e for e in events if e.event == "opened"]
+        if opened:
+            await self._name_changes(opened)
         if self._playbooks is not None:
             try:
                 self._playbooks.after_evaluation(events, now)
@@ -466,16 +469,53 @@ class DaemonApp:
             if target is None:
                 continue
             for model in sorted(models):
-                config = await self._config_fetcher(target, model)
-                if config is None:
-                    continue
-                # Keyed like the target's subjects: a Triton outside Kubernetes is its instance.
-                ns, pod = target.identity
-                subject = Subject(namespace=ns, model=model, pod=pod)
-                self.engine.note_model_config(subject, config)
-                if (target_name, model) not in self._configs_known:
-                    self._configs_known.add((target_name, model))
-                    self._log.info("model config read", target=target_name, model=model)
+                await self._read_config(target, model)
+
+    async def _read_config(self, target: TargetSettings, model: str) -> None:
+        config = await self._config_fetcher(target, model)
+        if config is None:
+            return
+        # Keyed like the target's subjects: a Triton outside Kubernetes is its instance.
+        ns, pod = target.identity
+        subject = Subject(namespace=ns, model=model, pod=pod)
+        change = self.engine.note_model_config(subject, config, at=self.clock())
+        if change is not None:
+            self._log.info(
+                "model config changed",
+                target=target.name,
+                model=model,
+                change=change.summary(),
+                since=change.at_earliest,
+            )
+        if (target.name, model) not in self._configs_known:
+            self._configs_known.add((target.name, model))
+            self._log.info("model config read", target=target.name, model=model)
+
+    async def _name_changes(self, opened: list[IncidentEvent]) -> None:
+        """Read the configs of newly opened incidents' models, so each names what changed.
+
+        A deploy's config may have landed since the last periodic read, and the playbooks
+        about to run (``triton.revert_config``) and the first Slack message need to know it.
+        Bounded by ``triton_timeout_s`` for all of them together; a read that does not come
+        back in time leaves its incident without a change, and the periodic read still
+        names it in a later update.
+        """
+        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        wanted = {
+            (target.name, e.subject.model): target
+            for e in opened
+            if (target := by_identity.get((e.subject.namespace, e.subject.pod))) is not None
+        }
+        if not wanted:
+            return
+        reads = [self._read_config(target, model) for (_, model), target in wanted.items()]
+        try:
+            async with asyncio.timeout(self.settings.triton_timeout_s):
+                await asyncio.gather(*reads, return_exceptions=True)
+        except TimeoutError:
+            self._log.warning("config reads at incident opening timed out", models=len(wanted))
+        for e in opened:
+            e.change = self.engine.change_before(e.subject, e.opened_at)
 
     async def _fetch_config_from_triton(
         self, target: TargetSettings, model: str

@@ -1,0 +1,113 @@
+"""What changed before an incident: each subject's model-config changes, diffed, kept briefly.
+
+The daemon reads every model's config from Triton's repository API now and then, and again
+as soon as an incident opens. When a read differs from the one before, the change happened
+between the two reads: ``at_earliest`` is the earlier read, ``at_latest`` the later. An
+incident is said to follow a change that may have happened before its onset (``at_earliest``
+at or before it) and no longer ago than the baseline looks back (``at_latest`` within
+``baseline_lookback_s`` of it): a change older than that is already part of what the model's
+baseline calls normal.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tritonguard.core.config_patch import Change, diff
+
+# Changes kept per subject: a rollout is one or two; more within the lookback is churn, and
+# the newest ones are what an incident follows.
+MAX_PER_SUBJECT = 4
+# Leaves listed in a summary line; the rest are counted ("and 3 more").
+SUMMARY_LEAVES = 3
+# Triton's own bookkeeping: leaves that differ between reads of one unchanged config.
+_NOISE = ("version_policy.latest", "metric_tags")
+
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """One model-config change on one subject, as two reads of the repository API saw it."""
+
+    model: str
+    at_earliest: float
+    at_latest: float
+    changes: tuple[Change, ...]
+    # The whole config before and after the change: ``triton.revert_config`` puts back
+    # ``before``'s sections if the server still runs ``after``'s.
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+
+    def summary(self) -> str:
+        """Return the change in one line: ``path: old → new``, the first few leaves."""
+        parts = [f"{c.path}: {_show(c.old)} → {_show(c.new)}" for c in self.changes]
+        head = "; ".join(parts[:SUMMARY_LEAVES])
+        more = len(parts) - SUMMARY_LEAVES
+        return head + (f"; and {more} more" if more > 0 else "")
+
+    def as_dict(self, onset: float | None = None) -> dict[str, Any]:
+        """Return the JSON form; with ``onset``, how long before it the change was read."""
+        out: dict[str, Any] = {
+            "kind": "model_config",
+            "model": self.model,
+            "at_earliest": round(self.at_earliest, 3),
+            "at_latest": round(self.at_latest, 3),
+            "summary": self.summary(),
+            "changes": [c.as_dict() for c in self.changes],
+        }
+        if onset is not None:
+            out["seen_before_onset_s"] = round(onset - self.at_latest, 3)
+        return out
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def config_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """Return the leaves that differ, without the ones Triton rewrites by itself."""
+    return [c for c in diff(before, after) if not c.path.startswith(_NOISE)]
+
+
+class ChangeTimeline:
+    """The last config read per subject, and the changes between reads."""
+
+    def __init__(self) -> None:
+        self._last: dict[Key, tuple[float, Mapping[str, Any]]] = {}
+        self._changes: dict[Key, deque[ConfigChange]] = {}
+
+    def read(self, key: Key, config: Mapping[str, Any], at: float) -> ConfigChange | None:
+        """Take one config read; return the change it shows, or None (first read, no change)."""
+        last = self._last.get(key)
+        self._last[key] = (at, config)
+        if last is None:
+            return None
+        last_at, before = last
+        changes = config_diff(before, config)
+        if not changes:
+            return None
+        change = ConfigChange(key[2], last_at, at, tuple(changes), before, config)
+        self._changes.setdefault(key, deque(maxlen=MAX_PER_SUBJECT)).append(change)
+        return change
+
+    def preceding(self, key: Key, onset: float, lookback_s: float) -> ConfigChange | None:
+        """Return the newest change the incident at ``onset`` may follow, or None."""
+        for change in reversed(self._changes.get(key, ())):
+            if change.at_earliest <= onset and change.at_latest >= onset - lookback_s:
+                return change
+        return None
+
+    def forget(self, key: Key) -> None:
+        """Drop a subject that is gone."""
+        self._last.pop(key, None)
+        self._changes.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._last)

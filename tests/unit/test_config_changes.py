@@ -1,0 +1,125 @@
+"""What changed before an incident: config diffs, which change an incident follows, the revert."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tritonguard.actions.registry import ActionFailed
+from tritonguard.actions.triton_revert_config import revert_patch
+from tritonguard.core.config_changes import ChangeTimeline, config_diff
+from tritonguard.core.engine import Engine
+from tritonguard.core.findings import Subject
+from tritonguard.core.replay import drive
+from tritonguard.sources.replay import load_trace
+
+KEY = ("prod", "ranker-0", "ranker")
+BEFORE: dict[str, Any] = {
+    "name": "ranker",
+    "max_batch_size": 8,
+    "dynamic_batching": {"max_queue_delay_microseconds": "500", "preferred_batch_size": [4]},
+    "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+}
+
+
+def deployed(**dynamic: Any) -> dict[str, Any]:
+    """Return BEFORE with dynamic_batching fields changed, as a deploy would."""
+    after = copy.deepcopy(BEFORE)
+    after["dynamic_batching"].update(dynamic)
+    return after
+
+
+def test_a_change_reads_as_path_old_arrow_new() -> None:
+    """The diff names each leaf with its old and new value, the way on-call reads it."""
+    timeline = ChangeTimeline()
+    assert timeline.read(KEY, BEFORE, 100.0) is None  # a first read is no change
+    change = timeline.read(KEY, deployed(max_queue_delay_microseconds="150000"), 160.0)
+    assert change is not None
+    assert change.summary() == "dynamic_batching.max_queue_delay_microseconds: 500 → 150000"
+    assert (change.at_earliest, change.at_latest) == (100.0, 160.0)
+    assert timeline.read(KEY, deployed(max_queue_delay_microseconds="150000"), 220.0) is None
+
+
+def test_a_long_change_is_summarised_by_its_first_leaves() -> None:
+    """Beyond three leaves the summary counts the rest instead of listing them."""
+    after = deployed(max_queue_delay_microseconds="9", preferred_batch_size=[1, 2, 3])
+    diff = config_diff(BEFORE, after)
+    assert len(diff) == 4
+    timeline = ChangeTimeline()
+    timeline.read(KEY, BEFORE, 0.0)
+    change = timeline.read(KEY, after, 1.0)
+    assert change is not None and change.summary().endswith("; and 1 more")
+
+
+@pytest.mark.parametrize(
+    ("onset", "follows"),
+    [
+        (150.0, True),  # read between the two reads that show the change
+        (100.0, True),  # onset at the earlier read: the change may precede it
+        (99.0, False),  # the change cannot have happened before an onset before both reads
+        (160.0 + 600.0, True),  # as old as the baseline looks back
+        (160.0 + 601.0, False),  # older: already part of what the baseline calls normal
+    ],
+)
+def test_an_incident_follows_a_change_that_may_precede_its_onset(
+    onset: float, follows: bool
+) -> None:
+    """Preceding means possibly before the onset and no older than the baseline lookback."""
+    timeline = ChangeTimeline()
+    timeline.read(KEY, BEFORE, 100.0)
+    timeline.read(KEY, deployed(max_queue_delay_microseconds="150000"), 160.0)
+    assert (timeline.preceding(KEY, onset, 600.0) is not None) is follows
+
+
+def test_the_revert_loads_back_the_touched_sections_only() -> None:
+    """Reverting sets the sections the change touched as they were; others stay as they are now."""
+    timeline = ChangeTimeline()
+    timeline.read(KEY, BEFORE, 0.0)
+    after = deployed(max_queue_delay_microseconds="150000")
+    change = timeline.read(KEY, after, 1.0)
+    assert change is not None
+    live = copy.deepcopy(after)
+    live["instance_group"][0]["count"] = 2  # another section, changed by someone since
+    patch = revert_patch(change, live)
+    assert dict(patch.set) == {"dynamic_batching": BEFORE["dynamic_batching"]}
+    assert patch.remove == ()
+
+
+def test_the_revert_refuses_when_the_touched_section_moved_on() -> None:
+    """A leaf of the touched section edited since the deploy would be undone too: refused."""
+    timeline = ChangeTimeline()
+    timeline.read(KEY, BEFORE, 0.0)
+    change = timeline.read(KEY, deployed(max_queue_delay_microseconds="150000"), 1.0)
+    assert change is not None
+    live = deployed(max_queue_delay_microseconds="150000", preferred_batch_size=[8])
+    with pytest.raises(ActionFailed, match="changed again since"):
+        revert_patch(change, live)
+
+
+def test_the_incident_of_a_recorded_deploy_names_its_change_in_the_contract_json() -> None:
+    """Replaying a recorded deploy with its config reads, the incident says what changed.
+
+    too_many_instances_tiny_t raised instance_group.count from 1 to 4 at onset; the lab read
+    the config before and just after. The opened incident names that change and how long
+    before its opening it was read, in the JSON the CLI and /api/incidents print.
+    """
+    traces = Path(__file__).resolve().parents[1] / "fixtures" / "traces_v2" / "tuning"
+    labels = json.loads((traces / "too_many_instances_tiny_t.labels.json").read_text())
+    reads = sorted(labels["configs"], key=lambda c: c["at"])
+    engine = Engine()
+    opened = []
+    for t, events in drive(engine, load_trace(traces / "too_many_instances_tiny_t.om.gz")):
+        while reads and reads[0]["at"] <= t:
+            read = reads.pop(0)
+            subject = Subject(read["namespace"], read["model"], read["pod"])
+            engine.note_model_config(subject, read["config"], at=read["at"])
+        opened += [e for e in events if e.event == "opened"]
+    [incident] = opened
+    assert incident.cause == "too_many_instances"
+    out = incident.as_dict()
+    assert out["change"]["summary"] == "instance_group[0].count: 1 → 4"
+    assert 0 < out["change"]["seen_before_onset_s"] < 15
