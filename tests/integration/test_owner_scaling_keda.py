@@ -211,3 +211,33 @@ async def test_the_fake_keda_reverts_a_direct_edit_of_its_hpa(kube: FakeKube) ->
         client.close()
     assert (after.min_replicas, after.scaled_object) == (2, "triton-so")
     assert _hpa_spec(kube, "keda-hpa-triton-so")["minReplicas"] == 2
+
+
+async def test_a_failed_verify_puts_the_keda_floor_back_once(kube: FakeKube) -> None:
+    """Verify fails: the ScaledObject's floor is rolled back at once, not again on resolve."""
+    kube.add_scaled_object("prod", "triton-so", "triton", min_replica_count=2, max_replica_count=8)
+    text = """
+name: scale
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false}
+steps:
+  - action: kubernetes.scale
+    params: {add: 1}
+verify: {wait: 1m, checks: [{feature: container_cpu_saturation, below: 0.8}]}
+"""
+    on = stage(
+        [book(text)],
+        AuditStore(),
+        settings=LIVE,
+        env=env(kube, None, features=StaticFeatures(0.95, back=True)),
+    )
+    opened = incident()
+    records = await handle(on, opened)
+    assert [(r.action, r.status) for r in records] == [
+        ("kubernetes.scale", "ran"),
+        ("verify", "failed"),
+        ("kubernetes.scaledobject_min", "rolled_back"),
+    ]
+    so = kube.get_object("ScaledObject", "prod", "triton-so")
+    assert so is not None and so["spec"]["minReplicaCount"] == 2
+    assert await handle(on, resolved(opened)) == []
