@@ -13,11 +13,17 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.fakes.kube import FakeKube
-from tests.integration.test_playbooks_kube_slack import book, env, seed_incident_pod
+from tests.integration.test_playbooks_kube_slack import (
+    PLAYBOOKS,
+    book,
+    env,
+    seed_incident_pod,
+)
 from tests.playbook_harness import StaticFeatures, handle, incident, resolved, stage
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.core.guards import GuardSettings
 from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.playbook_files import load_playbook_files
 
 SCALE_OUT = """
 name: scale
@@ -241,3 +247,23 @@ verify: {wait: 1m, checks: [{feature: container_cpu_saturation, below: 0.8}]}
     so = kube.get_object("ScaledObject", "prod", "triton-so")
     assert so is not None and so["spec"]["minReplicaCount"] == 2
     assert await handle(on, resolved(opened)) == []
+
+
+async def test_a_plan_names_the_owner_and_what_it_would_change(kube: FakeKube) -> None:
+    """In dry-run the shipped playbook's scale names the Deployment, the count and KEDA's object.
+
+    Nothing is written.
+    """
+    kube.add_scaled_object("prod", "triton-so", "triton", min_replica_count=2)
+    books = load_playbook_files([PLAYBOOKS / "cpu_bottleneck.yaml"])
+    on = stage(books, AuditStore(), env=env(kube, None))
+    records = await handle(on, incident(at=5000.0, opened_at=4900.0))  # held past 60 s
+    [scale] = [r for r in records if r.action == "kubernetes.scale"]
+    assert scale.status == "planned"
+    assert scale.detail == {
+        "workload": "prod/Deployment/triton",
+        "replicas": 3,
+        "scaled_object": "prod/triton-so",
+    }
+    writes = [r for r in kube.requests if r.method in ("PATCH", "PUT", "POST")]
+    assert writes == []
