@@ -24,6 +24,9 @@ RUN pip install /wheels/*.whl && rm -rf /wheels \
 USER 10001:10001
 WORKDIR /var/lib/tritonguard
 ENV TRITONGUARD_AUDIT_DB_PATH=/var/lib/tritonguard/audit.sqlite3
+# matplotlib (the incident charts; its wheels bundle what they need, no system packages) keeps
+# its font cache here: the root filesystem is read-only in deploy/, /tmp is a writable volume.
+ENV MPLCONFIGDIR=/tmp/matplotlib
 EXPOSE 9108
 ENTRYPOINT ["tritonguard"]
 CMD ["run"]
