@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,13 @@ import pytest
 
 from tritonguard.actions.registry import ActionFailed
 from tritonguard.actions.triton_revert_config import revert_patch
+from tritonguard.cli.main import main
 from tritonguard.core.config_changes import ChangeTimeline, config_diff
+from tritonguard.core.config_info import config_sample
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import Subject
 from tritonguard.core.replay import drive
+from tritonguard.core.trace_writer import render_trace_gz
 from tritonguard.sources.replay import load_trace
 
 KEY = ("prod", "ranker-0", "ranker")
@@ -123,3 +127,47 @@ def test_the_incident_of_a_recorded_deploy_names_its_change_in_the_contract_json
     out = incident.as_dict()
     assert out["change"]["summary"] == "instance_group[0].count: 1 → 4"
     assert 0 < out["change"]["seen_before_onset_s"] < 15
+
+
+def _trace_with_config_reads(tmp_path: Path, *, broken: bool = False) -> tuple[Path, float]:
+    """Write too_many_instances_tiny_t with the lab's config reads recorded in the trace."""
+    traces = Path(__file__).resolve().parents[1] / "fixtures" / "traces_v2" / "tuning"
+    labels = json.loads((traces / "too_many_instances_tiny_t.labels.json").read_text())
+    samples = list(load_trace(traces / "too_many_instances_tiny_t.om.gz"))
+    for read in labels["configs"]:
+        subject = Subject(read["namespace"], read["model"], read["pod"])
+        samples.append(config_sample(subject, read["config"], read["at"]))
+    if broken:
+        bad = config_sample(Subject("ads", "click-model", "click-model-0"), {}, labels["onset"])
+        labels_ = tuple((k, "{not json" if k == "config" else v) for k, v in bad.labels)
+        samples.append(replace(bad, labels=labels_))
+    path = tmp_path / "deploy.om.gz"
+    path.write_bytes(render_trace_gz(samples))
+    return path, float(labels["onset"])
+
+
+def test_replay_of_a_trace_with_config_reads_names_the_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Config reads recorded in a trace reach the engine through replay: the incident names them.
+
+    The reads travel as the info series tritonguard_model_config_info, written by the same
+    trace writer as the metrics; the replay's JSON lines carry the change as /api/incidents does.
+    """
+    path, _ = _trace_with_config_reads(tmp_path)
+    assert main(["replay", str(path), "--format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    [opened] = [x for x in lines if x.get("event") == "opened"]
+    assert opened["cause"] == "too_many_instances"
+    assert opened["change"]["summary"] == "instance_group[0].count: 1 → 4"
+
+
+def test_a_config_read_that_is_not_json_stops_the_replay_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace whose config label is not JSON is refused naming the series, the time and why."""
+    path, onset = _trace_with_config_reads(tmp_path, broken=True)
+    assert main(["replay", str(path), "--format", "json"]) != 0
+    err = capsys.readouterr().err
+    assert f"tritonguard_model_config_info at {onset}" in err
+    assert "not JSON" in err

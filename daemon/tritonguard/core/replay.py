@@ -7,6 +7,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 
+from tritonguard.core.config_info import CONFIG_INFO, read_config_sample
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.samples import Sample
@@ -60,7 +61,7 @@ def drive(
             raise ValueError(
                 f"sample time {t} comes after {last_t}; a streamed trace must be in time order"
             )
-        engine.ingest(group, t)
+        engine.ingest(_noting_configs(engine, group), t)
         last_t = t
         if next_eval is None:
             next_eval = t
@@ -75,3 +76,17 @@ def _ts(s: Sample) -> float:
     if s.timestamp is None:
         raise ValueError(f"sample {s.name} has no timestamp; traces need one on every sample")
     return s.timestamp
+
+
+def _noting_configs(engine: Engine, samples: Iterable[Sample]) -> Iterator[Sample]:
+    """Yield the metric samples; give the engine each config read the trace records.
+
+    The daemon gets these from the repository API, so they are notes to the engine, never
+    series in its store.
+    """
+    for sample in samples:
+        if sample.name == CONFIG_INFO:
+            subject, config = read_config_sample(sample)
+            engine.note_model_config(subject, config, at=sample.timestamp)
+        else:
+            yield sample
