@@ -171,3 +171,34 @@ def test_a_config_read_that_is_not_json_stops_the_replay_with_its_reason(
     err = capsys.readouterr().err
     assert f"tritonguard_model_config_info at {onset}" in err
     assert "not JSON" in err
+
+
+def test_a_new_pod_of_a_rollout_is_compared_with_the_config_its_peers_serve() -> None:
+    """A rolling update's new pod has no history: its first read is diffed against its peers'.
+
+    Two old pods serve the old config, the new one the new: the change names the peer whose
+    config most pods serve, and counts from that pod's read.
+    """
+    timeline = ChangeTimeline()
+    timeline.read(("prod", "ranker-a", "ranker"), BEFORE, 100.0)
+    timeline.read(("prod", "ranker-b", "ranker"), BEFORE, 110.0)
+    new = ("prod", "ranker-c", "ranker")
+    change = timeline.read(
+        new, deployed(max_queue_delay_microseconds="150000"), 200.0, newborn=True
+    )
+    assert change is not None
+    assert change.summary() == "dynamic_batching.max_queue_delay_microseconds: 500 → 150000"
+    assert change.against.startswith("pod ranker-b")
+    assert (change.at_earliest, change.at_latest) == (110.0, 200.0)
+    assert timeline.preceding(new, 205.0, 600.0) == change
+
+
+def test_pods_there_before_the_daemon_started_are_not_compared_with_peers() -> None:
+    """A canary that differed on purpose before the daemon started is not a change."""
+    timeline = ChangeTimeline()
+    timeline.read(("prod", "ranker-a", "ranker"), BEFORE, 100.0)
+    timeline.read(("prod", "ranker-b", "ranker"), BEFORE, 100.0)
+    canary = deployed(max_queue_delay_microseconds="150000")
+    assert timeline.read(("prod", "ranker-canary", "ranker"), canary, 101.0) is None
+    # A new pod serving what most peers serve is no change either.
+    assert timeline.read(("prod", "ranker-d", "ranker"), BEFORE, 300.0, newborn=True) is None

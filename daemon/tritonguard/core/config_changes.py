@@ -41,6 +41,9 @@ class ConfigChange:
     # ``before``'s sections if the server still runs ``after``'s.
     before: Mapping[str, Any]
     after: Mapping[str, Any]
+    # What ``before`` is: the subject's own previous read, or for a pod seen for the first
+    # time (a rolling update's new pod) the config its peers serve, naming one of them.
+    against: str = "previous read"
 
     def summary(self) -> str:
         """Return the change in one line: ``path: old → new``, the first few leaves."""
@@ -57,6 +60,7 @@ class ConfigChange:
             "at_earliest": round(self.at_earliest, 3),
             "at_latest": round(self.at_latest, 3),
             "summary": self.summary(),
+            "against": self.against,
             "changes": [c.as_dict() for c in self.changes],
         }
         if onset is not None:
@@ -82,20 +86,52 @@ class ChangeTimeline:
     def __init__(self) -> None:
         self._last: dict[Key, tuple[float, Mapping[str, Any]]] = {}
         self._changes: dict[Key, deque[ConfigChange]] = {}
+        # Pods by (namespace, model), to compare a new pod's first read with its peers'.
+        self._peers: dict[tuple[str, str], set[Key]] = {}
 
-    def read(self, key: Key, config: Mapping[str, Any], at: float) -> ConfigChange | None:
-        """Take one config read; return the change it shows, or None (first read, no change)."""
+    def read(
+        self, key: Key, config: Mapping[str, Any], at: float, *, newborn: bool = False
+    ) -> ConfigChange | None:
+        """Take one config read; return the change it shows, or None.
+
+        The first read of a ``newborn`` subject (a pod or model that appeared while the
+        daemon watched) is compared with the config the same model's other pods serve: a
+        rolling update's new pod comes up with the new config, and its own history has
+        nothing to compare with. Pods already there when the daemon started may differ on
+        purpose (a canary), so theirs are not.
+        """
         last = self._last.get(key)
         self._last[key] = (at, config)
+        peers = self._peers.setdefault((key[0], key[2]), set())
         if last is None:
-            return None
-        last_at, before = last
+            reference = self._peer_reference(key, peers) if newborn else None
+            peers.add(key)
+            if reference is None:
+                return None
+            peer, (last_at, before) = reference
+            against = f"pod {peer[1]} (the same model's config before this pod started)"
+        else:
+            (last_at, before), against = last, "previous read"
         changes = config_diff(before, config)
         if not changes:
             return None
-        change = ConfigChange(key[2], last_at, at, tuple(changes), before, config)
+        change = ConfigChange(key[2], last_at, at, tuple(changes), before, config, against)
         self._changes.setdefault(key, deque(maxlen=MAX_PER_SUBJECT)).append(change)
         return change
+
+    def _peer_reference(
+        self, key: Key, peers: set[Key]
+    ) -> tuple[Key, tuple[float, Mapping[str, Any]]] | None:
+        """Return the peer whose config most peers serve (the newest read among equals)."""
+        reads = [(k, self._last[k]) for k in peers if k != key and k in self._last]
+        if not reads or not key[1]:
+            return None
+
+        def shared(read: tuple[Key, tuple[float, Mapping[str, Any]]]) -> tuple[int, float]:
+            config = read[1][1]
+            return sum(1 for _, (_, other) in reads if other == config), read[1][0]
+
+        return max(reads, key=shared)
 
     def preceding(self, key: Key, onset: float, lookback_s: float) -> ConfigChange | None:
         """Return the newest change the incident at ``onset`` may follow, or None."""
@@ -108,6 +144,11 @@ class ChangeTimeline:
         """Drop a subject that is gone."""
         self._last.pop(key, None)
         self._changes.pop(key, None)
+        peers = self._peers.get((key[0], key[2]))
+        if peers is not None:
+            peers.discard(key)
+            if not peers:
+                del self._peers[(key[0], key[2])]
 
     def __len__(self) -> int:
         return len(self._last)

@@ -87,7 +87,8 @@ class Engine:
         """
         key = (subject.namespace, subject.pod, subject.model)
         when = at if at is not None else (self.last_evaluated or 0.0)
-        change = self.changes.read(key, config, when)
+        born = self.store.index("nv_inference_request_success").by_subject.get(key, ())
+        change = self.changes.read(key, config, when, newborn=any(s.born is not None for s in born))
         parsed = parse_model_config(config)
         self._configs[(subject.namespace, subject.pod, subject.model)] = parsed
         self._configs[(subject.namespace, "", subject.model)] = parsed
