@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tests.fakes.fake_slack import validate_blocks
 from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.config_changes import ChangeTimeline
 from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.core.severity import SeverityRules, severity
 from tritonguard.core.slack_message import (
@@ -162,3 +164,25 @@ def test_severity_from_what_users_feel() -> None:
         "baseline_mean_latency_ms": Evidence(10, "ms", 1, ""),
     }
     assert severity(incident(evidence), strict) == "high"
+
+
+def test_the_root_says_what_changed_before_the_incident() -> None:
+    """The config change the incident followed reads leaf by leaf, with when it was seen.
+
+    On-call's first question after a deploy is what changed: the root shows the diff the
+    repository API reads gave, before the evidence, and passes Block Kit's checks.
+    """
+    timeline = ChangeTimeline()
+    key = ("speech", "asr-0", "asr")
+    timeline.read(key, {"dynamic_batching": {"max_queue_delay_microseconds": "500"}}, 900.0)
+    change = timeline.read(
+        key, {"dynamic_batching": {"max_queue_delay_microseconds": "150000"}}, 960.0
+    )
+    blocks = root_message(ThreadView(incident(change=change), "critical")).blocks
+    [section] = [b for b in blocks if b.get("block_id") == "change"]
+    text = section["text"]["text"]
+    assert text.splitlines() == [
+        "*What changed* (read 40 s before it opened, against the previous read)",
+        "• `dynamic_batching.max_queue_delay_microseconds`: 500 → 150000",
+    ]
+    assert validate_blocks(blocks) == []

@@ -29,6 +29,8 @@ MAX_FIELD = 2000
 MAX_FIELDS = 10
 MAX_HEADER = 150
 MAX_FALLBACK = 3000
+# Leaves of a config change listed in the root message; the rest are counted.
+CHANGE_LEAVES = 5
 
 APPROVE_ACTION = "tritonguard.approve"
 REJECT_ACTION = "tritonguard.reject"
@@ -439,6 +441,24 @@ def approval_blocks(approval: ApprovalView) -> list[JsonObj]:
     ]
 
 
+def what_changed(ev: IncidentEvent) -> str:
+    """Return the config change the incident followed, leaf by leaf, and when it was seen."""
+    change = ev.change
+    if change is None:
+        return ""
+    lead = ev.opened_at - change.at_latest
+    when = f"read {humanize.seconds(lead)} before it opened" if lead > 0 else "read as it opened"
+    lines = [f"*What changed* ({when}, against the {escape(change.against)})"]
+    lines += [
+        f"• `{escape(c.path)}`: {escape(_plain(c.old))} → {escape(_plain(c.new))}"
+        for c in change.changes[:CHANGE_LEAVES]
+    ]
+    more = len(change.changes) - CHANGE_LEAVES
+    if more > 0:
+        lines.append(f"• and {more} more")
+    return cut("\n".join(lines), MAX_TEXT)
+
+
 def root_message(view: ThreadView, now: float | None = None) -> Message:
     """Return the incident's root message as it should read now."""
     ev = view.incident
@@ -457,6 +477,8 @@ def root_message(view: ThreadView, now: float | None = None) -> Message:
     split = breakdown(ev.evidence)
     if split:
         blocks.append(_section(split, "breakdown"))
+    if ev.change is not None:
+        blocks.append(_section(what_changed(ev), "change"))
     fields, rest = evidence_fields(ev.evidence)
     if fields:
         blocks.append({"type": "section", "block_id": "evidence", "fields": fields})
