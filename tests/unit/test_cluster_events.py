@@ -12,6 +12,7 @@ from tritonguard.core.cluster_events import (
     note_for_incident,
     note_for_record,
 )
+from tritonguard.core.config_changes import ChangeTimeline
 from tritonguard.core.findings import Subject
 from tritonguard.core.pod_targets import OwnerRef, workload_of
 
@@ -123,3 +124,16 @@ def test_workload_is_the_top_of_the_chain_when_it_can_be_scaled() -> None:
     assert workload_of((rs,)) is None
     assert workload_of((OwnerRef("DaemonSet", "d", True),)) is None
     assert workload_of(()) is None
+
+
+def test_an_opened_incident_event_names_the_change_it_followed() -> None:
+    """`kubectl describe pod` shows what changed before the incident, ahead of the fix."""
+    timeline = ChangeTimeline()
+    key = ("prod", "triton-0", "resnet")
+    timeline.read(key, {"instance_group": [{"count": 1}]}, 50.0)
+    change = timeline.read(key, {"instance_group": [{"count": 4}]}, 90.0)
+    opened = incident(pod="triton-0", at=100.0, opened_at=100.0)
+    opened.change = change
+    note = note_for_incident(opened)
+    assert note is not None
+    assert " After: instance_group[0].count: 1 → 4. Fix: " in note.note

@@ -73,6 +73,9 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
     where = f"{event.cause} on model {subject.model}"
     if event.event == "opened":
         fix = f" Fix: {event.fix.text}" if event.fix.text else ""
+        # Named before the fix: a 1 KB note is clipped at its end, and what changed is what
+        # `kubectl describe` readers look for first.
+        changed = f" After: {event.change.summary()}." if event.change is not None else ""
         return EventNote(
             subject.namespace,
             subject.pod,
@@ -80,7 +83,7 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
             "Diagnose",
             "Warning",
             _clip(
-                f"{where} (confidence {event.confidence:.2f}): {event.summary}.{fix} "
+                f"{where} (confidence {event.confidence:.2f}): {event.summary}.{changed}{fix} "
                 f"[incident {event.incident_id}]"
             ),
             f"{event.cause}/{subject.model}",
