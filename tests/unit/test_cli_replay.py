@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,20 +226,22 @@ def test_stats_count_the_streamed_samples(
     assert "replayed 6 s of trace (7 samples)" in capsys.readouterr().err
 
 
-def _slack_calls(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, object]]:
+def _slack_calls(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, Any]]:
     assert main(["replay", *argv, "--format", "slack"]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
 def test_slack_format_prints_the_thread_root_first_then_its_replies(
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A recorded batching delay makes one thread: the root, then replies and updates in it.
+    """A recorded batching delay makes one thread: the root, then the chart and replies in it.
 
     Every call is one JSON line with the Web API method, the channel, the thread and blocks
-    Block Kit accepts; the shipped playbook's change shows as planned, never as done.
+    Block Kit accepts; the chart is a PNG on disk; the shipped playbook's change shows as
+    planned, never as done.
     """
-    calls = _slack_calls(capsys, str(RECORDED / "batching_delay.om.gz"))
+    trace = str(RECORDED / "batching_delay.om.gz")
+    calls = _slack_calls(capsys, trace, "--charts", str(tmp_path))
     assert len(calls) >= 3
     root, *rest = calls
     assert root["method"] == "chat.postMessage" and root["thread_ts"] is None
@@ -250,6 +253,10 @@ def test_slack_format_prints_the_thread_root_first_then_its_replies(
         assert call["thread"] == root["thread"] and call["thread_ts"] == ts
         assert call["method"] in ("chat.postMessage", "chat.update", "files_upload_v2")
     assert any(c["method"] == "chat.update" and c["ts"] == ts for c in rest)
+    (upload,) = [c for c in rest if c["method"] == "files_upload_v2"]
+    (file,) = upload["files"]
+    png = Path(file["path"])
+    assert png.parent == tmp_path and png.read_bytes().startswith(b"\x89PNG")
     replies = [str(c["text"]) for c in rest if c["method"] == "chat.postMessage"]
     assert any("would run (dry-run)" in t and "triton.update_config" in t for t in replies)
     for call in calls:
@@ -260,11 +267,12 @@ def test_slack_format_prints_the_thread_root_first_then_its_replies(
 def test_slack_format_routes_the_thread_from_the_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The config's routes pick the channel and the mentions, as in the daemon."""
+    """The config's routes pick the channel and the mentions; its charts switch is honoured."""
     config = tmp_path / "tritonguard.yaml"
     config.write_text(
         "slack:\n"
         "  channel: '#ml-alerts'\n"
+        "  charts: false\n"
         "  routes:\n"
         "    - match: {namespace: speech}\n"
         "      channel: '#speech-oncall'\n"
@@ -273,3 +281,4 @@ def test_slack_format_routes_the_thread_from_the_config(
     calls = _slack_calls(capsys, str(RECORDED / "retry_storm.om.gz"), "--config", str(config))
     assert calls and {c["channel"] for c in calls} == {"#speech-oncall"}
     assert "S0SPEECH" in json.dumps(calls[0]["blocks"])
+    assert not any(c["files"] for c in calls)

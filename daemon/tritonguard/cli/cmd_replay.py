@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +65,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--config",
         metavar="FILE",
         help="daemon config (YAML/TOML): its engine thresholds, and for --format slack its routes",
+    )
+    p.add_argument(
+        "--charts",
+        metavar="DIR",
+        help="--format slack: draw the threads' charts (PNG) here (default: a new temporary "
+        "directory; none with slack.charts off in --config)",
     )
     p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
     p.set_defaults(handler=run)
@@ -188,7 +195,16 @@ async def _replay_slack(
     from tritonguard.runtime.slack_preview import SlackPreview  # noqa: PLC0415 - slack format only
     from tritonguard.runtime.slack_threads import thread_settings  # noqa: PLC0415 - as above
 
-    preview = SlackPreview(engine, books, thread_settings(settings) if settings else None)
+    charts: Path | None = None
+    if settings is None or settings.slack.charts:
+        charts = Path(args.charts or tempfile.mkdtemp(prefix="tritonguard-replay-charts-"))
+    preview = SlackPreview(
+        engine,
+        books,
+        thread_settings(settings) if settings else None,
+        charts_dir=charts,
+        chart_minutes=settings.slack.chart_minutes if settings else 10.0,
+    )
     out = sys.stdout
     try:
         for t, step in drive(engine, trace, eval_interval_s=args.eval_interval):

@@ -9,6 +9,7 @@ every other step is planned, so nothing anywhere changes and no token is needed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tritonguard.core.engine import Engine
@@ -17,6 +18,7 @@ from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import Playbook
 from tritonguard.core.slack_thread import ChartMaker, ThreadPlanner, ThreadSettings
 from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.incident_charts import IncidentCharts
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.runtime.slack_outbox import OutboxWorker, SlackOutbox, Transport
@@ -44,7 +46,8 @@ def notifying(books: Sequence[Playbook]) -> list[Playbook]:
 class SlackPreview:
     """Feeds a replay's incidents and playbook records to the daemon's threads; records calls.
 
-    ``transport`` delivers somewhere else instead (a terminal, in the demo's tests).
+    ``charts_dir``: draw each thread's chart there, as the daemon uploads it; ``transport``
+    delivers somewhere else instead (a terminal, in the demo's tests).
     """
 
     def __init__(
@@ -54,9 +57,16 @@ class SlackPreview:
         settings: ThreadSettings | None = None,
         *,
         chart: ChartMaker | None = None,
+        charts_dir: Path | None = None,
+        chart_minutes: float = 10.0,
         transport: Transport | None = None,
     ) -> None:
         self.now = 0.0
+        if chart is None and charts_dir is not None:
+            # Drawn from the engine's series as they stood at that point of the trace.
+            chart = IncidentCharts(
+                engine, charts_dir, minutes=chart_minutes, clock=lambda: self.now
+            )
         self.recording = RecordingTransport()
         outbox = SlackOutbox(":memory:")
         worker = OutboxWorker(outbox, transport or self.recording, clock=lambda: self.now)
