@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -19,6 +20,8 @@ from typing import Any
 
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.ports import TritonApi
+from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.clients.slack_socket import SlackSocket
 from tritonguard.clients.triton_api import TritonClient
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
@@ -29,6 +32,7 @@ from tritonguard.core.samples import Sample
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import Alert
+from tritonguard.runtime.approvals import Approvals, approval_view, hold_socket
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
 from tritonguard.runtime.leader_election import LeaderElector
@@ -40,6 +44,8 @@ from tritonguard.runtime.slack_threads import SlackThreads, build_threads, incid
 from tritonguard.settings import Settings, TargetSettings
 
 DEFAULT_SLACK_CHANNEL = "#tritonguard"
+# Records of an approval's life: the thread shows them as the approval's own messages.
+APPROVAL_STATUSES = frozenset({"awaiting_approval", "approved", "rejected", "expired"})
 
 
 def playbook_dirs(settings: Settings) -> list[Path]:
@@ -145,8 +151,12 @@ class PlaybookService:
         on_change: Callable[[], None] | None = None,
         threads: SlackThreads | None = None,
         tritons: TritonDirectory | None = None,
+        approvals: Approvals | None = None,
+        socket: SlackSocket | None = None,
     ) -> None:
         self.stage = stage
+        self.approvals = approvals
+        self.socket = socket
         self.tritons = tritons
         self.threads = threads
         self.reloader = reloader
@@ -192,6 +202,12 @@ class PlaybookService:
         tasks: dict[str, Callable[[], Awaitable[None]]] = {}
         if self.threads is not None:
             tasks["slack-outbox"] = self.threads.run
+        clicks = self.socket
+        if clicks is not None:
+            may_act = self.stage.leader_elsewhere
+            tasks["slack-approvals"] = functools.partial(
+                hold_socket, clicks, lambda: may_act() is None
+            )
         if self.elector is not None:
             tasks["leader-election"] = self.elector.run
         if self.reloader is not None:
@@ -225,6 +241,10 @@ class PlaybookService:
         """Capture incidents for the flight recorder and start the evaluation's playbook work."""
         for event in events:
             self._capture(event)
+            if event.event == "resolved":
+                # Before the thread's last update, so the resolved root shows no buttons.
+                dropped = self.stage.executor.drop_approvals(event, now)
+                self._on_records(event.subject.key(), dropped)
         if self.threads is not None:
             self.threads.observe_events(events)
         self.stage.step(events, now)
@@ -256,7 +276,7 @@ class PlaybookService:
             )
             changed = changed or (r.status in ("ran", "rolled_back") and not r.dry_run)
         if self.threads is not None:
-            self.threads.observe_records(records)
+            self.threads.observe_records([r for r in records if r.status not in APPROVAL_STATUSES])
         for observe in self._observers:
             observe(records)
         if changed and self.on_change is not None:
@@ -279,6 +299,8 @@ class PlaybookService:
         if self.recorder is not None:
             with contextlib.suppress(OSError):
                 self.recorder.flush()
+        if self.socket is not None:
+            await self.socket.close()
         if self.elector is not None:
             await self.elector.release()
         if self.threads is not None:
@@ -347,6 +369,8 @@ def build_service(
         slack_channel=settings.slack.channel or DEFAULT_SLACK_CHANNEL,
         features=engine,
         clock=clock,
+        approvers=tuple(settings.slack.approvals.approvers),
+        approval_timeout_s=settings.slack.approvals.timeout_s,
     )
     elector: LeaderElector | None = None
     if k.leader_election and kube is not None:
@@ -391,6 +415,10 @@ def build_service(
             or incident_from_row(store.incident(incident_id))
         ),
     )
+    env.on_approval = lambda pending, state, by, at: threads.observe_approval(
+        pending.incident.incident_id, approval_view(pending, state, by, at)
+    )
+    approvals, clicks = _approvals(settings, stage, books or [], clock, closers)
     return PlaybookService(
         stage,
         alerts=alerts,
@@ -401,4 +429,38 @@ def build_service(
         on_change=on_change,
         threads=threads,
         tritons=tritons,
+        approvals=approvals,
+        socket=clicks,
     )
+
+
+def _approvals(
+    settings: Settings,
+    stage: PlaybookStage,
+    books: list[Playbook],
+    clock: Callable[[], float],
+    closers: list[Callable[[], Any]],
+) -> tuple[Approvals, SlackSocket | None]:
+    """Return the approvals desk and, with an app token, the Socket Mode connection to it.
+
+    Group membership is asked of Slack with the bot token; without one only approvers named
+    directly may decide.
+    """
+    s = settings.slack
+    members = None
+    if s.token is not None:
+        lookups = SlackNotifier(s.token.get_secret_value(), base_url=s.base_url)
+        closers.append(lookups.close)
+        members = lookups.group_members
+    approvals = Approvals(stage, members=members, clock=clock)
+    waiting = sorted({b.name for b in books for step in b.steps if step.needs_approval})
+    if s.app_token is None:
+        if waiting:
+            get_logger("tritonguard.playbooks").warning(
+                "steps need approval but slack.app_token is not set: nobody can approve "
+                "them, so they expire",
+                playbooks=waiting,
+            )
+        return approvals, None
+    socket = SlackSocket(s.app_token.get_secret_value(), approvals.on_click, base_url=s.base_url)
+    return approvals, socket
