@@ -191,9 +191,12 @@ async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
     assert [(d.action, d.status, d.dry_run) for d in AuditTrail(s).rows()] == [
         ("slack.post", "ran", False)
     ]
-    [root] = fake_slack.messages_in("tritonguard-alerts")
+    [root] = fake_slack.roots_in("tritonguard-alerts")
     assert "batching_delay on search/ranker on ranker-0" in root.text
     assert "ranker waits in the batcher" in str(root.blocks)
+    # The incident's chart, uploaded into its thread (docs/slack.md#the-chart).
+    [chart] = [m for m in fake_slack.thread_of(root) if m.files]
+    assert str((chart.files or [{}])[0]["name"]).endswith("-opened.png")
 
     again, runner2 = daemon(s)
     async with running(again):
@@ -201,7 +204,8 @@ async def test_acting_for_real_then_a_restart_keeps_the_cooldown(
     rows = AuditTrail(s).rows()
     assert [(d.status, d.guard) for d in rows] == [("ran", ""), ("skipped", "cooldown")]
     assert rows[0].incident_id != rows[1].incident_id  # a new incident after the restart
-    assert len(fake_slack.messages) == 1
+    assert len(fake_slack.roots_in("tritonguard-alerts")) == 1
+    assert fake_slack.thread_of(root) == [chart], "nothing new after the restart"
 
 
 async def test_two_replicas_elect_one_leader_and_post_once(
@@ -217,6 +221,9 @@ async def test_two_replicas_elect_one_leader_and_post_once(
     """
     _, server = metrics
     fake_kube.add_namespace("tritonguard")
+    # The scraped Triton's pod, which the incident's Event is about.
+    fake_kube.add_namespace("search")
+    fake_kube.add_pod("search", "ranker-0")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(fake_kube.kubeconfig())
 
@@ -252,9 +259,14 @@ async def test_two_replicas_elect_one_leader_and_post_once(
     assert ready_b["leadership"]["leader"] is False
     assert "tritonguard_leader 1.0" in metrics_a
     assert "tritonguard_leader 0.0" in metrics_b
-    assert len(fake_slack.messages_in("tritonguard-alerts")) == 1
+    assert len(fake_slack.roots_in("tritonguard-alerts")) == 1
     skipped = [d for d in AuditTrail(replica("b")).rows() if d.guard == "leader"]
     assert skipped and "replica a holds the leader lease" in skipped[0].reason
+    # The daemon writes Kubernetes Events of its incidents, the leader alone (kube_events.py).
+    opened = [
+        e for e in fake_kube.list_objects("Event", "search") if e.get("reason") == "IncidentOpened"
+    ]
+    assert [e["reportingInstance"] for e in opened] == ["a"]
 
 
 def test_leader_election_without_the_kubernetes_api_is_a_settings_error() -> None:

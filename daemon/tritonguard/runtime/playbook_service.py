@@ -35,6 +35,8 @@ from tritonguard.runtime.alertmanager_webhook import Alert
 from tritonguard.runtime.approvals import Approvals, approval_view, hold_socket
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
+from tritonguard.runtime.incident_charts import chart_maker
+from tritonguard.runtime.kube_events import KubeEvents
 from tritonguard.runtime.leader_election import LeaderElector
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
@@ -153,8 +155,10 @@ class PlaybookService:
         tritons: TritonDirectory | None = None,
         approvals: Approvals | None = None,
         socket: SlackSocket | None = None,
+        kube_events: KubeEvents | None = None,
     ) -> None:
         self.stage = stage
+        self.kube_events = kube_events
         self.approvals = approvals
         self.socket = socket
         self.tritons = tritons
@@ -165,6 +169,8 @@ class PlaybookService:
         self.elector = elector
         self.on_change = on_change
         self._observers: list[Callable[[list[ActionRecord]], None]] = []
+        if kube_events is not None:
+            self._observers.append(kube_events.observe_records)
         self._closers = list(closers)
         self._log = get_logger("tritonguard.playbooks")
         stage.on_records = self._on_records
@@ -212,6 +218,8 @@ class PlaybookService:
             tasks["leader-election"] = self.elector.run
         if self.reloader is not None:
             tasks["playbook-reloader"] = self.reloader.run
+        if self.kube_events is not None:
+            tasks["kube-events"] = self.kube_events.run
         return tasks
 
     def use_targets(self, targets: list[TargetSettings]) -> None:
@@ -247,6 +255,8 @@ class PlaybookService:
                 self._on_records(event.subject.key(), dropped)
         if self.threads is not None:
             self.threads.observe_events(events)
+        if self.kube_events is not None:
+            self.kube_events.observe_incidents(events)
         self.stage.step(events, now)
 
     def _capture(self, event: IncidentEvent) -> None:
@@ -301,6 +311,10 @@ class PlaybookService:
                 self.recorder.flush()
         if self.socket is not None:
             await self.socket.close()
+        if self.kube_events is not None:
+            # The last resolutions and restores, within a bound: Events never hold shutdown up.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.kube_events.drain(), timeout=5.0)
         if self.elector is not None:
             await self.elector.release()
         if self.threads is not None:
@@ -384,6 +398,14 @@ def build_service(
             clock=clock,
         )
         env.on_run = elector.nudge
+    kube_events: KubeEvents | None = None
+    if kube is not None:
+        # Only the replica holding the lease writes Events (every replica sees the incidents).
+        kube_events = KubeEvents(
+            kube,
+            instance=k.identity or socket.gethostname(),
+            active=elector.is_leader if elector is not None else lambda: True,
+        )
     guards = guard_settings or settings.guard_settings()
     stage = PlaybookStage(
         books or [],
@@ -407,6 +429,7 @@ def build_service(
     threads = build_threads(
         settings,
         clock=clock,
+        chart=chart_maker(settings, engine),
         incident=lambda incident_id: (
             next(
                 (e for e in engine.announced_incidents() if e.incident_id == incident_id),
@@ -431,6 +454,7 @@ def build_service(
         tritons=tritons,
         approvals=approvals,
         socket=clicks,
+        kube_events=kube_events,
     )
 
 
