@@ -83,6 +83,47 @@ def test_the_committed_json_is_what_the_generator_builds() -> None:
     assert (GRAFANA / "tritonguard.json").read_text(encoding="utf-8") == built
 
 
+def _lost(original: Any, again: Any, path: str = "") -> list[str]:
+    """Return the paths whose value in ``original`` is missing or different in ``again``."""
+    if isinstance(original, dict) and isinstance(again, dict):
+        return [
+            lost
+            for key, value in original.items()
+            for lost in (
+                _lost(value, again[key], f"{path}/{key}") if key in again else [f"{path}/{key}"]
+            )
+        ]
+    if isinstance(original, list) and isinstance(again, list) and len(original) == len(again):
+        return [
+            lost
+            for i, pair in enumerate(zip(original, again, strict=True))
+            for lost in _lost(*pair, f"{path}[{i}]")
+        ]
+    return [] if original == again else [path]
+
+
+def test_the_json_is_a_dashboard_of_grafanas_schema(board: dict[str, Any]) -> None:
+    """The JSON loads into the SDK's dashboard model (Grafana's schema) and back, losing nothing.
+
+    Only the Prometheus annotation fields the model does not define (the generator adds them)
+    are dropped on the way; an unknown field or a value of the wrong shape would be too.
+    """
+    from grafana_foundation_sdk.cog import plugins
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    plugins.register_default_plugins()
+    again = json.loads(json.dumps(Dashboard.from_json(board), cls=JSONEncoder))
+    extras = {"step", "titleFormat", "tagKeys"}
+    expected = [
+        f"/annotations/list[{i}]/{key}"
+        for i, annotation in enumerate(board["annotations"]["list"])
+        for key in sorted(extras & set(annotation))
+    ]
+    assert sorted(_lost(board, again)) == sorted(expected)
+    assert len(expected) == 2 * len(extras)
+
+
 def test_every_expression_parses_with_promtool(board: dict[str, Any], tmp_path: Path) -> None:
     """Each query, annotation and variable selector, its variables filled in, parses in promtool."""
     exprs = [_substituted(e) for e in _exprs(board)]
