@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from tests.unit.synthetic import START, Phase, samples_of, triton_model
 from tritonguard.actions.registry import ActionFailed
 from tritonguard.actions.triton_revert_config import revert_patch
 from tritonguard.cli.main import main
 from tritonguard.core.config_changes import ChangeTimeline, config_diff
 from tritonguard.core.config_info import config_sample
 from tritonguard.core.engine import Engine
-from tritonguard.core.findings import Subject
+from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.replay import drive
 from tritonguard.core.trace_writer import render_trace_gz
 from tritonguard.sources.replay import load_trace
@@ -202,3 +203,40 @@ def test_pods_there_before_the_daemon_started_are_not_compared_with_peers() -> N
     assert timeline.read(("prod", "ranker-canary", "ranker"), canary, 101.0) is None
     # A new pod serving what most peers serve is no change either.
     assert timeline.read(("prod", "ranker-d", "ranker"), BEFORE, 300.0, newborn=True) is None
+
+
+def test_an_open_incident_is_announced_again_once_the_new_config_is_read() -> None:
+    """Read anew, the config changes what the incident says: the next evaluation announces it.
+
+    A deploy raised max_queue_delay from 0.5 ms to 100 ms; the incident opened on the old read
+    (its summary names 0.5 ms). The read taken as it opened shows the change, and the next
+    evaluation updates the incident with the new value, however soon after the last update.
+    """
+    series = triton_model(
+        [Phase(24, rps=5, queue_ms=0.5), Phase(30, rps=5, queue_ms=80, batch=1.6)], interval=5.0
+    )
+    engine = Engine()
+    subject = Subject("prod", "resnet", "triton-0")
+
+    def config(delay_us: str) -> dict[str, Any]:
+        return {
+            "max_batch_size": 8,
+            "dynamic_batching": {"max_queue_delay_microseconds": delay_us},
+            "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+        }
+
+    engine.note_model_config(subject, config("500"), at=START)
+    opened: IncidentEvent | None = None
+    after: list[IncidentEvent] = []
+    for t, events in drive(engine, samples_of(series, interval=5.0), eval_interval_s=5.0):
+        if opened is None:
+            opened = next((e for e in events if e.event == "opened"), None)
+            if opened is not None:
+                assert "max_queue_delay 500 µs" in opened.summary
+                engine.note_model_config(subject, config("100000"), at=t)
+        else:
+            after += events
+    assert opened is not None and opened.cause == "batching_delay"
+    first = after[0]
+    assert first.event == "updated" and first.at - opened.at <= 5.0
+    assert "max_queue_delay 100 ms" in first.summary and first.change is not None

@@ -92,6 +92,8 @@ class Engine:
         parsed = parse_model_config(config)
         self._configs[(subject.namespace, subject.pod, subject.model)] = parsed
         self._configs[(subject.namespace, "", subject.model)] = parsed
+        if change is not None:
+            self.book.config_read(subject)
         return change
 
     def change_before(self, subject: Subject, onset: float) -> ConfigChange | None:

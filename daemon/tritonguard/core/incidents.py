@@ -32,6 +32,9 @@ class _Open:
     # The incident as last announced (opened/updated): what playbooks act on between
     # transitions, so an action renders the numbers the incident stream reported.
     announced: IncidentEvent | None = None
+    # Announce the next reading whatever changed: the model's config was read anew, and
+    # what the incident says of it (max_queue_delay, instance count) was read from the old.
+    stale: bool = False
 
 
 @dataclass(slots=True)
@@ -74,6 +77,12 @@ class IncidentBook:
             if st.open is not None and st.open.announced is not None:
                 out.append(replace(st.open.announced))
         return out
+
+    def config_read(self, subject: Subject) -> None:
+        """Say the subject's model config changed: its open incident is announced again."""
+        st = self._state.get(subject)
+        if st is not None and st.open is not None:
+            st.open.stale = True
 
     def is_open(self, subject: Subject) -> bool:
         """Whether the subject has an open incident."""
@@ -135,9 +144,11 @@ class IncidentBook:
                 # on every opening) is news to whoever acts on the incident.
                 announced = inc.announced.change if inc.announced is not None else None
                 news = self._change_of(subject, inc.opened_at) != announced
-                if (
-                    changed or news or secondary != inc.secondary
-                ) and now - inc.last_event >= self.t.update_min_interval_s:
+                if inc.stale or (
+                    (changed or news or secondary != inc.secondary)
+                    and now - inc.last_event >= self.t.update_min_interval_s
+                ):
+                    inc.stale = False
                     inc.secondary = secondary
                     inc.last_event = now
                     inc.announced = self._event("updated", subject, inc, now)
