@@ -109,7 +109,7 @@ def test_each_alert_is_tested_firing_and_quiet(rule: dict[str, Any]) -> None:
                 "expr": 'sum by (namespace) (increase(tritonguard_actions_total{status="failed"}[10m])) > 0'
             },
         ),
-        # Without its `or vector(0)`, no replica scraped would be no alert.
+        # Without its absent() half, no replica scraped would be no alert.
         ("TritonguardNoLeader", {"expr": "max(tritonguard_leader) < 1"}),
     ],
 )
