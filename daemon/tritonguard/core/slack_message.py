@@ -402,10 +402,14 @@ def _done_section(view: ThreadView) -> JsonObj:
                 f"{stamp(a.expires_at)}"
             )
     if not lines:
-        notified = any(r.action == "slack.post" for r in view.records)
-        lines.append(
-            "No automatic change: the fix above is for a human." if notified else "Nothing yet."
-        )
+        # The root is posted by the first step, before any later step has run: until the
+        # incident resolves, "no change" is only so far.
+        if view.resolution is not None:
+            lines.append("No automatic change: the fix above is for a human.")
+        elif any(r.action == "slack.post" for r in view.records):
+            lines.append("No automatic change so far; what the playbooks do is added here.")
+        else:
+            lines.append("Nothing yet.")
     body = "\n".join(lines)
     return _section(f"{title}\n{cut(body, MAX_TEXT - len(title) - 1)}", "done")
 
