@@ -43,7 +43,11 @@ SHIPPED = [
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the wheel exactly as the Dockerfile's build stage does."""
+    """Build the wheel from the source tree, as the image's build does (without its lock).
+
+    The image installs the locked dependencies first and builds without isolation
+    (tests/unit/test_image_build.py pins that); the wheel's contents are the same.
+    """
     out = tmp_path_factory.mktemp("wheels")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
