@@ -9,6 +9,7 @@ no wall time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -233,14 +234,17 @@ async def test_expiry_drops_the_step_and_a_late_click_changes_nothing(
 ) -> None:
     """Nobody decides within the timeout: the next evaluation expires it, recorded as such.
 
-    The thread says it expired and the root loses its buttons; a click on the request's own
-    reply afterwards is acknowledged and changes nothing.
+    The thread says it expired, and the root and the request's reply lose their buttons (the
+    reply is updated in place); a click on the reply as a client still showing it had it is
+    acknowledged and changes nothing.
     """
     clock = Clock()
     service = service_of(settings(tmp_path, fake_slack, kube), clock)
     try:
         await connect(service, fake_slack)
         await ask(service, clock)
+        [shown] = [m for m in fake_slack.thread_of(root(fake_slack)) if buttons(m)]
+        request = dataclasses.replace(shown, blocks=list(shown.blocks))
         clock.now += 599
         service.after_evaluation([], clock.now)
         assert not by_status(service, "expired")
@@ -253,7 +257,8 @@ async def test_expiry_drops_the_step_and_a_late_click_changes_nothing(
         assert expired.reason.startswith("nobody decided within 600s")
         assert buttons(root(fake_slack)) == []
         assert "Expired" in replies(fake_slack)
-        request = next(m for m in fake_slack.thread_of(root(fake_slack)) if buttons(m))
+        assert not [m for m in fake_slack.thread_of(root(fake_slack)) if buttons(m)]
+        assert "Approval needed" in shown.text
         await click(fake_slack, request, APPROVE_ACTION, ALICE)
         await asyncio.sleep(0.2)
         await settle(service)
@@ -299,7 +304,9 @@ async def test_a_pending_approval_survives_a_restart(
 ) -> None:
     """A daemon restarted on the same audit file still honours the button, then the deadline.
 
-    The first approval is approved after the restart and its step runs; a second incident's
+    The first approval is approved after the restart and its step runs. The thread is the one
+    the first run opened: the root keeps its evidence and loses its buttons, the request's
+    reply too, and the decision and the steps after it are replies there. A second incident's
     approval, left alone, expires by its original deadline, not one restarted with the daemon.
     """
     clock = Clock()
@@ -321,6 +328,16 @@ async def test_a_pending_approval_survives_a_restart(
         await wait_for(lambda: bool(by_status(second, "approved")))
         await settle(second)
         assert kube.replicas("Deployment", "prod", "triton") == 3
+        first_root = fake_slack.roots_in(CHANNEL)[0]
+        assert len(fake_slack.roots_in(CHANNEL)) == 2
+        assert buttons(first_root) == []
+        assert [b["block_id"] for b in first_root.blocks if b.get("block_id") == "evidence"]
+        assert f"`kubernetes.scale` approved by <@{ALICE}>" in str(first_root.blocks)
+        thread = fake_slack.thread_of(first_root)
+        assert not [m for m in thread if buttons(m)]
+        said = "\n".join(m.text for m in thread)
+        assert f"Approved* by <@{ALICE}>" in said
+        assert "added a replica to resnet" in said
 
         clock.now += 299
         second.after_evaluation([], clock.now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.slack_message import ApprovalView
 from tritonguard.core.slack_routing import RouteMatch, SlackRoute, route
 from tritonguard.core.slack_thread import ThreadPlanner, ThreadSettings
 from tritonguard.settings import SettingsError, load_settings
@@ -126,3 +128,60 @@ def test_message_templates_are_validated_when_settings_load(tmp_path: Path) -> N
     config.write_text("slack:\n  templates:\n    header: '{{ password }}'\n")
     with pytest.raises(SettingsError, match=r"config.yaml:3: slack.templates.header.*unknown name"):
         load_settings(config)
+
+
+def waiting(state: str = "pending") -> ApprovalView:
+    """Return the approval of a scale, in ``state``."""
+    return ApprovalView(
+        approval_id="apr-1",
+        playbook="pb",
+        action="kubernetes.scale",
+        what="ranker +1 replicas",
+        approvers=("S0ONCALL01",),
+        expires_at=700.0,
+        state=state,  # type: ignore[arg-type]
+        decided_by="" if state == "pending" else "U0ALICE001",
+        decided_at=None if state == "pending" else 130.0,
+    )
+
+
+def test_a_decided_request_is_rewritten_without_its_buttons() -> None:
+    """Deciding an approval replies, rewrites the request reply in place, and updates the root."""
+    planner = ThreadPlanner(ThreadSettings(channel="#c"))
+    planner.on_event(incident())
+    planner.on_record(rec("slack.post"))
+    [request, _] = planner.on_approval("inc-1", waiting())
+    out = planner.on_approval("inc-1", waiting("approved"))
+    assert [o.kind for o in out] == ["reply", "update_reply", "update_root"]
+    rewrite = out[1]
+    assert rewrite.metadata["target"] == request.key
+    assert rewrite.message is not None and "Approval needed" in rewrite.message.text
+    assert "actions" not in str(rewrite.message.blocks)
+    assert "approved by <@U0ALICE001>" in str(rewrite.message.blocks)
+
+
+def test_an_adopted_thread_keeps_its_root_and_numbers_on() -> None:
+    """A thread adopted after a restart goes on past the last key and keeps the earlier root.
+
+    The root's own content stays (the audit trail's incident has no evidence to rebuild it
+    from); only the decided approval's buttons give way to the decision.
+    """
+    first = ThreadPlanner(ThreadSettings(channel="#c"))
+    first.on_event(incident())
+    [root] = first.on_record(rec("slack.post"))
+    [request, update] = first.on_approval("inc-1", waiting())
+    assert update.message is not None and "approval:apr-1" in str(update.message.blocks)
+
+    again = ThreadPlanner(ThreadSettings(channel="#c"))
+    bare = dataclasses.replace(incident(), summary="from the audit row")
+    assert not again.started("inc-1")
+    again.adopt(bare, channel="#c", seq=3, root=update.message, requests={"apr-1": request.key})
+    assert again.started("inc-1")
+    out = again.on_approval("inc-1", waiting("approved"))
+    assert [o.key for o in out] == ["inc-1:0004:reply", "inc-1:0005:rewrite", "inc-1:0006:update"]
+    new_root = out[2].message
+    assert new_root is not None and root.message is not None
+    assert "approval:apr-1" not in str(new_root.blocks)
+    assert "approved by <@U0ALICE001>" in str(new_root.blocks)
+    assert "from the audit row" not in str(new_root.blocks)
+    assert new_root.blocks[0] == root.message.blocks[0]

@@ -7,12 +7,19 @@ each step's result, verification, rollback, a playbook's further ``slack.post`` 
 approvals and the resolution are replies, and the root is updated in place to the incident
 as it stands. It returns :class:`Outgoing` items, each with a
 key unique to that message, which the delivery (the outbox) uses to post each one once.
+
+A thread opened by an earlier run of the daemon (a restart) is *adopted*
+(:meth:`ThreadPlanner.adopt`): the planner goes on in it with the root that run last sent.
+That root was built from the incident as it was seen then, with its evidence; the audit
+trail's row of the incident has none. So an adopted root is never rebuilt: its updates are
+that root with each decided approval's buttons (block ``approval:<id>``) replaced by the
+decision, and everything else goes into the thread as replies.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -24,6 +31,7 @@ from tritonguard.core.slack_message import (
     ApprovalView,
     Message,
     ThreadView,
+    approval_blocks,
     approval_decision_reply,
     approval_request_reply,
     chart_comment,
@@ -35,7 +43,9 @@ from tritonguard.core.slack_message import (
 from tritonguard.core.slack_routing import SlackRoute, route
 from tritonguard.core.slack_templates import SlackTemplates
 
-Kind = Literal["post_root", "update_root", "reply", "upload"]
+# "update_reply" rewrites an earlier reply in place (the approval request, once decided): its
+# ``metadata["target"]`` is that reply's key.
+Kind = Literal["post_root", "update_root", "reply", "update_reply", "upload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,10 @@ class _Thread:
     resolution: IncidentEvent | None = None
     seq: int = 0
     chart_posted: bool = False
+    # The key of each approval's request reply (its buttons go once it is decided).
+    requests: dict[str, str] = field(default_factory=dict)
+    # The root an earlier run posted, for a thread adopted after a restart.
+    adopted_root: Message | None = None
 
 
 ChartMaker = Callable[[IncidentEvent, list[ActionRecord], str], dict[str, str] | None]
@@ -138,6 +152,36 @@ class ThreadPlanner:
     def threads(self) -> list[str]:
         """Incident ids with a thread open (started or not yet)."""
         return list(self._threads)
+
+    def started(self, incident_id: str) -> bool:
+        """Whether this planner posts into the incident's thread (it opened or adopted it)."""
+        th = self._threads.get(incident_id)
+        return th is not None and th.started
+
+    def adopt(
+        self,
+        incident: IncidentEvent,
+        *,
+        channel: str,
+        seq: int,
+        root: Message | None,
+        requests: dict[str, str] | None = None,
+    ) -> None:
+        """Go on in a thread an earlier run opened (the outbox knows it; this process did not).
+
+        ``seq`` is the highest message number already queued for it: keys go on past it (the
+        outbox ignores a key it has). ``root`` is the newest root that run queued, kept as it
+        is but for decided approvals' buttons; ``requests`` the keys of its approval requests.
+        """
+        th = self._threads.get(incident.incident_id)
+        if th is None:
+            th = self._threads[incident.incident_id] = _Thread(
+                incident, severity(incident, self.settings.severity)
+            )
+        th.started, th.channel = True, channel
+        th.seq = max(th.seq, seq)
+        th.adopted_root = root
+        th.requests.update(requests or {})
 
     def view(self, incident_id: str) -> ThreadView | None:
         """Return what the incident's thread shows now, or None if there is none."""
@@ -223,8 +267,17 @@ class ThreadPlanner:
         if not th.started:
             return []
         if approval.state == "pending" and not known:
-            return [self._reply(th, approval_request_reply(approval)), self._update(th)]
-        return [self._reply(th, approval_decision_reply(approval)), self._update(th)]
+            request = self._reply(th, approval_request_reply(approval))
+            th.requests[approval.approval_id] = request.key
+            return [request, self._update(th)]
+        if approval.state == "pending":
+            return []
+        out = [self._reply(th, approval_decision_reply(approval))]
+        target = th.requests.pop(approval.approval_id, None)
+        if target is not None:
+            # The request keeps its text; its buttons give way to the decision.
+            out.append(self._rewrite(th, target, approval_request_reply(approval)))
+        return [*out, self._update(th)]
 
     # ---- the calls ------------------------------------------------------------------------------
     def _start(self, th: _Thread, rec: ActionRecord, text: str) -> list[Outgoing]:
@@ -252,8 +305,11 @@ class ThreadPlanner:
             metadata=meta,
         )
         out = [root]
-        pending = [a for a in th.approvals.values() if a.state == "pending"]
-        out.extend(self._reply(th, approval_request_reply(a)) for a in pending)
+        for a in th.approvals.values():
+            if a.state == "pending":
+                request = self._reply(th, approval_request_reply(a))
+                th.requests[a.approval_id] = request.key
+                out.append(request)
         out.extend(self._chart(th, "opened"))
         return out
 
@@ -264,13 +320,28 @@ class ThreadPlanner:
             **thread_identity(th.incident),
             "state": "resolved" if th.resolution is not None else "open",
         }
+        if th.adopted_root is not None:
+            th.adopted_root = decided_root(th.adopted_root, th.approvals.values())
+            message = th.adopted_root
+        else:
+            message = root_message(self._view(th), at)
         return Outgoing(
             self._key(th, "update"),
             th.incident.incident_id,
             "update_root",
             th.channel,
-            root_message(self._view(th), at),
+            message,
             metadata=meta,
+        )
+
+    def _rewrite(self, th: _Thread, target: str, message: Message) -> Outgoing:
+        return Outgoing(
+            self._key(th, "rewrite"),
+            th.incident.incident_id,
+            "update_reply",
+            th.channel,
+            message,
+            metadata={"incident_id": th.incident.incident_id, "target": target},
         )
 
     def _reply(self, th: _Thread, message: Message) -> Outgoing:
@@ -302,6 +373,31 @@ class ThreadPlanner:
                 metadata={"incident_id": th.incident.incident_id},
             )
         ]
+
+
+def decided_root(root: Message, approvals: Iterable[ApprovalView]) -> Message:
+    """Return ``root`` with each decided approval's buttons replaced by its decision."""
+    decided = {f"approval:{a.approval_id}"[:255]: a for a in approvals if a.state != "pending"}
+    blocks: list[dict[str, Any]] = []
+    for block in root.blocks:
+        a = decided.get(str(block.get("block_id", "")))
+        blocks.extend(approval_blocks(a) if a is not None else [block])
+    return Message(root.text, blocks)
+
+
+def key_seq(key: str) -> int:
+    """Return the message number of a key (``<incident>:<seq>:<kind>``), 0 if it has none."""
+    parts = key.rsplit(":", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
+def request_of(message: Message) -> str | None:
+    """Return the approval id whose buttons a message carries, or None."""
+    for block in message.blocks:
+        block_id = str(block.get("block_id", ""))
+        if block.get("type") == "actions" and block_id.startswith("approval:"):
+            return block_id.removeprefix("approval:")
+    return None
 
 
 def short_key(key: str) -> str:

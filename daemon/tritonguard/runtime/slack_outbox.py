@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS slack_outbox (
     ambiguous INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS slack_outbox_pending ON slack_outbox (state, thread, id);
+CREATE INDEX IF NOT EXISTS slack_outbox_thread ON slack_outbox (thread, id);
 CREATE TABLE IF NOT EXISTS slack_threads (
     thread TEXT PRIMARY KEY,
     channel TEXT NOT NULL,
@@ -173,6 +174,37 @@ class SlackOutbox:
         )
         return cur.rowcount
 
+    def items(self, thread: str) -> list[tuple[Outgoing, str]]:
+        """Return a thread's messages with their states, oldest first (adopting a thread)."""
+        rows = self._exec(
+            "SELECT payload, state FROM slack_outbox WHERE thread = ? ORDER BY id", (thread,)
+        ).fetchall()
+        return [(Outgoing.from_dict(json.loads(r[0])), str(r[1])) for r in rows]
+
+    def root_pending(self, thread: str) -> bool:
+        """Whether a thread's root waits in the outbox, not posted yet."""
+        row = self._exec(
+            "SELECT 1 FROM slack_outbox WHERE thread = ? AND kind = 'post_root'"
+            " AND state = 'pending' LIMIT 1",
+            (thread,),
+        ).fetchone()
+        return row is not None
+
+    def sent_ts(self, key: str) -> str | None:
+        """Return the ``ts`` of a message that was sent, or None."""
+        row = self._exec(
+            "SELECT ts FROM slack_outbox WHERE key = ? AND state = 'sent'", (key,)
+        ).fetchone()
+        return str(row[0]) if row is not None and row[0] else None
+
+    def backlog(self, now: float) -> tuple[int, float]:
+        """Return how many messages wait and how long the oldest has (0 with none)."""
+        row = self._exec(
+            "SELECT COUNT(*), MIN(created_at) FROM slack_outbox WHERE state = 'pending'"
+        ).fetchone()
+        count = int(row[0])
+        return count, (max(0.0, now - float(row[1])) if count else 0.0)
+
     def counts(self) -> dict[str, int]:
         """Return how many messages are in each state."""
         rows = self._exec("SELECT state, COUNT(*) FROM slack_outbox GROUP BY state").fetchall()
@@ -288,6 +320,13 @@ class OutboxWorker:
             self.outbox.mark(head.item_id, "superseded")
             return True
         thread = self.outbox.thread(item.thread)
+        if item.kind == "update_reply":
+            target = self.outbox.sent_ts(str(item.metadata.get("target", "")))
+            if target is None:
+                # The reply it rewrites never landed: there is nothing to change.
+                self.outbox.mark(head.item_id, "superseded", error="its reply was never posted")
+                return True
+            item = replace(item, metadata={**item.metadata, "ts": target})
         if item.kind != "post_root" and thread is None:
             # The root never made it (given up): nothing of the thread can follow it.
             dropped = self.outbox.drop_thread(item.thread, "the thread's root was never posted")

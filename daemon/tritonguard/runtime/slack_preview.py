@@ -25,10 +25,6 @@ from tritonguard.runtime.slack_outbox import OutboxWorker, SlackOutbox, Transpor
 from tritonguard.runtime.slack_threads import SlackThreads
 from tritonguard.runtime.slack_transport import RecordingTransport
 
-# The recording names an upload by the Web API call that puts it in the thread; the client
-# makes it with slack_sdk's files_upload_v2, the name a playbook author knows it by.
-UPLOAD_METHOD = "files_upload_v2"
-
 
 def notifying(books: Sequence[Playbook]) -> list[Playbook]:
     """Return the playbooks with their own ``guards.dry_run`` lifted.
@@ -95,14 +91,7 @@ class SlackPreview:
         await self.threads.worker.deliver_due()
         calls = self.recording.calls[self._shown :]
         self._shown = len(self.recording.calls)
-        return [self._call(c) for c in calls]
-
-    @staticmethod
-    def _call(call: dict[str, Any]) -> dict[str, Any]:
-        out = dict(call)
-        if out.get("method") == "files.completeUploadExternal":
-            out["method"] = UPLOAD_METHOD
-        return out
+        return [dict(c) for c in calls]
 
     def close(self) -> None:
         """Close the audit store and the outbox."""

@@ -4,6 +4,9 @@
 planner (``core.slack_thread``) which Slack calls they make, writes those to the outbox at
 once and lets the worker deliver them. With a token the worker talks to Slack; without one,
 to the console and the structured log, through the same outbox.
+
+A record or approval of an incident whose thread this process has not seen, but the outbox
+knows (a restart on the same audit database), adopts that thread: its replies go on in it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,14 @@ from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.slack_message import ApprovalView, ThreadView
-from tritonguard.core.slack_thread import ChartMaker, Outgoing, ThreadPlanner, ThreadSettings
+from tritonguard.core.slack_thread import (
+    ChartMaker,
+    Outgoing,
+    ThreadPlanner,
+    ThreadSettings,
+    key_seq,
+    request_of,
+)
 from tritonguard.logs import get_logger
 from tritonguard.runtime.slack_outbox import Backoff, OutboxWorker, SlackOutbox, Transport
 from tritonguard.runtime.slack_transport import ConsoleTransport, SlackTransport
@@ -61,6 +71,8 @@ class SlackThreads:
         self.incident = incident
         self._closers = list(closers)
         self._log = get_logger("tritonguard.slack")
+        # Incidents the outbox has no thread of (looked up once; this process opens any new one).
+        self._unknown: set[str] = set()
 
     def _queue(self, items: list[Outgoing]) -> None:
         if items:
@@ -75,11 +87,42 @@ class SlackThreads:
     def observe_records(self, records: Iterable[ActionRecord]) -> None:
         """Take audit records as the playbook stage writes them."""
         for rec in records:
-            self._queue(self.planner.on_record(rec, self.incident(rec.incident_id)))
+            incident = self.incident(rec.incident_id)
+            self._adopt(rec.incident_id, incident)
+            self._queue(self.planner.on_record(rec, incident))
 
     def observe_approval(self, incident_id: str, approval: ApprovalView) -> None:
         """Take an approval asked for or decided."""
+        self._adopt(incident_id, None)
         self._queue(self.planner.on_approval(incident_id, approval))
+
+    def _adopt(self, incident_id: str, incident: IncidentEvent | None) -> None:
+        """Go on in the thread an earlier run opened for the incident, if the outbox has one."""
+        if self.planner.started(incident_id) or incident_id in self._unknown:
+            return
+        if self.outbox.thread(incident_id) is None and not self.outbox.root_pending(incident_id):
+            self._unknown.add(incident_id)
+            return
+        incident = incident or self.incident(incident_id)
+        rows = self.outbox.items(incident_id)
+        # Given-up messages count for the numbering (their keys stay taken), not the content.
+        items = [item for item, state in rows if state != "dead"]
+        roots = [i for i in items if i.kind in ("post_root", "update_root")]
+        if incident is None or not roots:
+            return
+        requests = {}
+        for item in items:
+            approval_id = request_of(item.message) if item.message is not None else None
+            if item.kind == "reply" and approval_id is not None:
+                requests[approval_id] = item.key
+        self.planner.adopt(
+            incident,
+            channel=roots[0].channel,
+            seq=max(key_seq(item.key) for item, _ in rows),
+            root=roots[-1].message,
+            requests=requests,
+        )
+        self._log.info("slack thread adopted", incident=incident_id, messages=len(items))
 
     def view(self, incident_id: str) -> ThreadView | None:
         """Return what an incident's thread shows now."""

@@ -84,6 +84,14 @@ class SlackTransport:
                 PostedMessage(thread.root_ts, thread.channel), text, blocks, metadata=meta
             )
             return thread
+        if item.kind == "update_reply":
+            # The worker puts the ts of the reply to rewrite in the item (``ts``).
+            meta = {"event_type": EVENT_REPLY, "event_payload": {"key": key}}
+            target = str(item.metadata.get("ts", ""))
+            await self.api.update(
+                PostedMessage(target, thread.channel), text, blocks, metadata=meta
+            )
+            return ThreadRef(thread.channel, target)
         if item.kind == "reply":
             if check:
                 ts = await self._find_reply(thread, key)
@@ -183,9 +191,11 @@ class ConsoleTransport:
             chart=file.get("path"),
         )
         if self.write is not None:
-            where = {"post_root": "new thread", "update_root": "root updated"}.get(
-                item.kind, "in thread"
-            )
+            where = {
+                "post_root": "new thread",
+                "update_root": "root updated",
+                "update_reply": "reply updated",
+            }.get(item.kind, "in thread")
             head = f"── Slack {item.channel} · {where} · {item.thread}"
             body = rendered if item.kind != "upload" else f"[chart: {file.get('path')}]"
             self.write(f"{head}\n{body}\n")
@@ -207,7 +217,9 @@ class RecordingTransport:
                 "post_root": "chat.postMessage",
                 "reply": "chat.postMessage",
                 "update_root": "chat.update",
-                "upload": "files.completeUploadExternal",
+                "update_reply": "chat.update",
+                # The name slack_sdk's client call has, the one a playbook author knows.
+                "upload": "files_upload_v2",
             }[item.kind],
             "channel": item.channel,
             "thread": item.thread,
@@ -218,6 +230,8 @@ class RecordingTransport:
         }
         if item.kind == "update_root" and thread is not None:
             call["ts"] = thread.root_ts
+        if item.kind == "update_reply":
+            call["ts"] = item.metadata.get("ts")
         self.calls.append(call)
         if thread is not None:
             return thread
