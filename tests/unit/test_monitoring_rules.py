@@ -109,6 +109,14 @@ def test_each_alert_is_tested_firing_and_quiet(rule: dict[str, Any]) -> None:
                 "expr": 'sum by (namespace) (increase(tritonguard_actions_total{status="failed"}[10m])) > 0'
             },
         ),
+        # Without the new-series half, a restart that gives up at once goes unseen.
+        (
+            "TritonguardSlackMessagesGivenUp",
+            {
+                "expr": "sum by (namespace) "
+                "(increase(tritonguard_slack_outbox_given_up_total[10m])) > 0"
+            },
+        ),
         # Without its absent() half, no replica scraped would be no alert.
         ("TritonguardNoLeader", {"expr": "max(tritonguard_leader) < 1"}),
     ],
@@ -138,23 +146,33 @@ def test_alerts_read_only_metrics_the_daemon_exports(rule: dict[str, Any], tmp_p
         "tritonguard_leader",
         "tritonguard_source_tick_lag_seconds",
         "tritonguard_actions_total",
+        "tritonguard_slack_outbox_oldest_pending_age_seconds",
+        "tritonguard_slack_outbox_given_up_total",
     } <= seen
     check_exprs(exprs, tmp_path)
 
 
-def test_each_alert_has_severity_summary_and_a_runbook_that_exists(rule: dict[str, Any]) -> None:
-    """Alerts carry a severity, a summary, a description, and a runbook section in docs/deploy.md."""
-    doc = (ROOT / "docs" / "deploy.md").read_text()
+def _anchors(page: str) -> set[str]:
+    """Return a docs page's heading anchors as GitHub makes them."""
+    doc = (ROOT / page).read_text()
     # GitHub's anchors: the heading lower-cased, spaces to dashes, other punctuation dropped.
-    anchors = {
+    return {
         re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
         for h in re.findall(r"^#+ (.+)$", doc, flags=re.MULTILINE)
     }
+
+
+def test_each_alert_has_severity_summary_and_a_runbook_that_exists(rule: dict[str, Any]) -> None:
+    """Alerts carry a severity, a summary, a description, and a runbook section that exists.
+
+    The runbooks are in docs/deploy.md, those of Slack delivery in docs/slack.md beside it.
+    """
     for alert in _alerts(rule):
         assert alert["labels"]["severity"] in {"critical", "warning"}
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"]
         page, anchor = annotations["runbook"].split("#")
-        assert page == "docs/deploy.md"
+        expected = "docs/slack.md" if alert["alert"].startswith("TritonguardSlack") else None
+        assert page == (expected or "docs/deploy.md")
         assert anchor == alert["alert"].lower()
-        assert anchor in anchors, f"no section for {alert['alert']} in docs/deploy.md"
+        assert anchor in _anchors(page), f"no section for {alert['alert']} in {page}"

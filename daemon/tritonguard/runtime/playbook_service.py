@@ -42,6 +42,7 @@ from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
 from tritonguard.runtime.playbook_reloader import PlaybookReloader, ReloadState
 from tritonguard.runtime.playbook_stage import PlaybookStage
+from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.runtime.slack_threads import SlackThreads, build_threads, incident_from_row
 from tritonguard.settings import Settings, TargetSettings
 
@@ -183,6 +184,10 @@ class PlaybookService:
     def subscribe(self, observer: Callable[[list[ActionRecord]], None]) -> None:
         """Be told about every decision the stage records (the daemon counts them)."""
         self._observers.append(observer)
+
+    def slack_delivery(self) -> DeliveryStats:
+        """Return how the Slack outbox's delivery stands (``/metrics``)."""
+        return self.threads.worker.stats() if self.threads is not None else DeliveryStats()
 
     def recorder_memory(self) -> tuple[int, int]:
         """Return (bytes the flight recorder holds, samples it has let go in all)."""

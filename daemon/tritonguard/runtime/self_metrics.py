@@ -4,16 +4,45 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.runtime.alert_book import CAPS, AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH
 from tritonguard.runtime.api_auth import REFUSALS
+from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.sources.source_status import SourceStatus
+
+
+class _OutboxCollector:
+    """Reads the Slack outbox at each scrape: its backlog lives in the audit database."""
+
+    def __init__(self) -> None:
+        self.stats: Callable[[], DeliveryStats] = DeliveryStats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats()
+        yield GaugeMetricFamily(
+            "tritonguard_slack_outbox_pending",
+            "Slack messages waiting in the outbox for delivery (retries and Retry-After waits "
+            "included).",
+            value=s.pending,
+        )
+        yield GaugeMetricFamily(
+            "tritonguard_slack_outbox_oldest_pending_age_seconds",
+            "How long the oldest Slack message in the outbox has waited; 0 with none waiting.",
+            value=s.oldest_pending_age_s,
+        )
+        yield CounterMetricFamily(
+            "tritonguard_slack_outbox_given_up",
+            "Slack messages given up since the start: refused for good, or undelivered for "
+            "slack.outbox.give_up_after_s, with the rest of a thread whose root never posted.",
+            value=s.given_up,
+        )
 
 
 class SelfMetrics:
@@ -196,6 +225,13 @@ class SelfMetrics:
         for what in ("series", "points", "baseline_subjects", "recorder_samples"):
             self.shed.labels(what)
         self._causes_seen: set[str] = set()
+        # At 0 until the daemon's outbox is watched: a rule can read them from the start.
+        self._outbox = _OutboxCollector()
+        registry.register(self._outbox)
+
+    def watch_slack_outbox(self, stats: Callable[[], DeliveryStats]) -> None:
+        """Export the Slack outbox's backlog and give-ups, read at each scrape."""
+        self._outbox.stats = stats
 
     def observe_memory(self, held: Mapping[str, int], shed: Mapping[str, int]) -> dict[str, int]:
         """Export what the bounded parts hold and their shed totals; return what is new."""

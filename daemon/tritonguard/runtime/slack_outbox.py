@@ -64,6 +64,15 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryStats:
+    """How delivery stands: messages waiting, how long the oldest has, how many were given up."""
+
+    pending: int = 0
+    oldest_pending_age_s: float = 0.0
+    given_up: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadRef:
     """Where an incident's thread is in Slack: the channel ID and the root's ``ts``."""
 
@@ -282,12 +291,19 @@ class OutboxWorker:
         self.clock = clock
         self.sleep = sleep
         self.paused_until = 0.0
+        # Messages this process gave up on (a counter: the outbox keeps them as ``dead``).
+        self.given_up = 0
         self._wake = asyncio.Event()
         self._log = get_logger("tritonguard.slack")
 
     def wake(self) -> None:
         """Deliver soon: something was queued."""
         self._wake.set()
+
+    def stats(self) -> DeliveryStats:
+        """Return the backlog and the give-ups so far (the daemon's /metrics)."""
+        pending, age = self.outbox.backlog(self.clock())
+        return DeliveryStats(pending, age, self.given_up)
 
     async def deliver_due(self) -> int:
         """Deliver every message that may go now; return how many went (or were settled)."""
@@ -330,6 +346,7 @@ class OutboxWorker:
         if item.kind != "post_root" and thread is None:
             # The root never made it (given up): nothing of the thread can follow it.
             dropped = self.outbox.drop_thread(item.thread, "the thread's root was never posted")
+            self.given_up += dropped
             self._log.error("slack thread given up", thread=item.thread, messages=dropped)
             return True
         try:
@@ -346,8 +363,9 @@ class OutboxWorker:
         age = now - head.created_at
         if exc.permanent or age >= self.backoff.give_up_after_s:
             self.outbox.mark(head.item_id, "dead", error=str(exc))
+            self.given_up += 1
             if item.kind == "post_root":
-                self.outbox.drop_thread(item.thread, f"root not posted: {exc}")
+                self.given_up += self.outbox.drop_thread(item.thread, f"root not posted: {exc}")
             self._log.error(
                 "slack message given up",
                 thread=item.thread,
