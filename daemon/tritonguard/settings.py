@@ -300,6 +300,10 @@ class KubeSettings(BaseModel):
         return self
 
 
+# ``discovery.namespaces`` meaning every namespace.
+ALL_NAMESPACES = "*"
+
+
 class DiscoverySettings(BaseModel):
     """Find Triton pods through the Kubernetes API: scrape them and reach their HTTP API.
 
@@ -309,11 +313,25 @@ class DiscoverySettings(BaseModel):
     pod's annotations ``tritonguard.io/metrics-port``/``tritonguard.io/http-port`` say
     otherwise. With ``scrape: false`` (when Prometheus already scrapes the pods) discovery only
     tells actions and model-config reads where each pod's Triton API is.
+
+    ``namespaces: ["*"]`` watches every namespace with one watch (it needs a ClusterRole:
+    ``deploy/components/all-namespaces``). Discovered Tritons whose repository API is behind
+    ``--http-restricted-api`` get ``triton_access_token`` (or, preferably,
+    ``triton_access_token_file``, a mounted Secret read at start-up) as their
+    ``triton-access-token`` header; one token for all of them, as one platform team runs them.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    namespaces: list[str] = Field(default_factory=list, description="Namespaces to watch.")
+    namespaces: list[str] = Field(
+        default_factory=list, description='Namespaces to watch; ["*"]: every namespace.'
+    )
+    triton_access_token: SecretStr | None = Field(
+        default=None, description="Sent as `triton-access-token` to every discovered Triton."
+    )
+    triton_access_token_file: Path | None = Field(
+        default=None, description="File holding that token (a mounted Secret)."
+    )
     label_selector: str = Field(default="app=triton", description="Which pods are Tritons.")
     metrics_port: str = Field(default="metrics", min_length=1)
     http_port: str = Field(default="http", min_length=1)
@@ -323,18 +341,61 @@ class DiscoverySettings(BaseModel):
         default=True, description="Read each ReplicaSet's owner to name the Deployment."
     )
     watch_timeout_s: int = Field(default=300, ge=5, description="One watch request's length.")
+    stale_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "A namespace whose watch has failed this long is stale: discovery is not ready "
+            "and actions do not use its pods' endpoints until it recovers."
+        ),
+    )
 
     @property
     def enabled(self) -> bool:
         """Return whether any namespace is watched."""
         return bool(self.namespaces)
 
+    @property
+    def all_namespaces(self) -> bool:
+        """Return whether every namespace is watched (``namespaces: ["*"]``)."""
+        return self.namespaces == [ALL_NAMESPACES]
+
     @field_validator("namespaces")
     @classmethod
     def _namespaces_distinct(cls, value: list[str]) -> list[str]:
         if any(not ns.strip() for ns in value):
             raise ValueError("a namespace name cannot be empty")
+        if ALL_NAMESPACES in value and len(set(value)) > 1:
+            raise ValueError('"*" watches every namespace; list no other namespace with it')
         return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> DiscoverySettings:
+        if self.triton_access_token is not None and self.triton_access_token_file is not None:
+            raise ValueError(
+                "give discovery.triton_access_token or discovery.triton_access_token_file, not both"
+            )
+        return self
+
+    def access_token(self) -> SecretStr | None:
+        """Return the token for discovered Tritons (reading the file), or None.
+
+        Raises ValueError naming the file when it cannot be read or is empty.
+        """
+        if self.triton_access_token is not None:
+            return self.triton_access_token
+        path = self.triton_access_token_file
+        if path is None:
+            return None
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"discovery.triton_access_token_file {path}: cannot read: {exc}"
+            ) from None
+        if not value:
+            raise ValueError(f"discovery.triton_access_token_file {path}: the file is empty")
+        return SecretStr(value)
 
 
 class Settings(BaseSettings):

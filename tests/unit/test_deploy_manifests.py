@@ -158,6 +158,7 @@ _RESOURCES = {
     "deployment": "deployments",
     "stateful_set": "statefulsets",
     "replica_set": "replicasets",
+    "controller_revision": "controllerrevisions",
     "pod": "pods",
     "horizontal_pod_autoscaler": "horizontalpodautoscalers",
     "lease": "leases",
@@ -217,7 +218,8 @@ def test_discovery_reads_pods_only_in_the_watched_namespaces(
 ) -> None:
     """Each namespace discovery watches has its Roles; nothing cluster-wide is granted.
 
-    Discovery's Role has the verbs discovery calls (pods get/list/watch, replicasets get);
+    Discovery's Role has the verbs discovery calls (pods get/list/watch, replicasets get and
+    list, controllerrevisions list: the revisions a rollout is diffed against);
     the actions' Role is there too, bound to the same service account.
     """
     config = _one(objects, "ConfigMap", "tritonguard-config")
@@ -237,7 +239,11 @@ def test_discovery_reads_pods_only_in_the_watched_namespaces(
             and o["metadata"]["namespace"] == ns
         )
         verbs = {res: set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
-        assert verbs == {"pods": {"get", "list", "watch"}, "replicasets": {"get"}}
+        assert verbs == {
+            "pods": {"get", "list", "watch"},
+            "replicasets": {"get", "list"},
+            "controllerrevisions": {"list"},
+        }
         for name in ("tritonguard-discovery", "tritonguard-actions"):
             binding = next(
                 o

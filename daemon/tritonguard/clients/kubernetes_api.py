@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -40,6 +41,7 @@ from tritonguard.core.pod_targets import (
     replicaset_to_resolve,
     workload_of,
 )
+from tritonguard.core.rollout_changes import Revision
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -294,6 +296,74 @@ def _hpa_from_dict(obj: Mapping[str, Any]) -> Hpa:
     )
 
 
+# How the Deployment controller numbers its ReplicaSets (pkg/controller/deployment/util).
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _controller_name(md: Mapping[str, Any], kind: str) -> str | None:
+    refs = [_mapping(o) for o in _list(md.get("ownerReferences"))]
+    ref = next((o for o in refs if o.get("controller") is True), refs[0] if refs else None)
+    if ref is None or ref.get("kind") != kind or not ref.get("name"):
+        return None
+    return str(ref["name"])
+
+
+def revision_from_replicaset(obj: Mapping[str, Any]) -> Revision | None:
+    """Read a Deployment's ReplicaSet as one of its revisions; None for a bare ReplicaSet."""
+    md, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
+    deployment = _controller_name(md, "Deployment")
+    if deployment is None:
+        return None
+    number = str(_mapping(md.get("annotations")).get(REVISION_ANNOTATION) or "")
+    return Revision(
+        kind="Deployment",
+        workload=deployment,
+        name=str(md.get("name") or ""),
+        number=int(number) if number.isdigit() else None,
+        created_at=_timestamp(md.get("creationTimestamp")),
+        template=_mapping(spec.get("template")),
+    )
+
+
+def revision_from_controller_revision(obj: Mapping[str, Any]) -> Revision | None:
+    """Read a StatefulSet's ControllerRevision as one of its revisions (None: another owner).
+
+    The StatefulSet controller stores the pod template as a patch, ``data.spec.template``.
+    """
+    md = _mapping(obj.get("metadata"))
+    statefulset = _controller_name(md, "StatefulSet")
+    if statefulset is None:
+        return None
+    template = dict(_mapping(_mapping(_mapping(obj.get("data")).get("spec")).get("template")))
+    template.pop("$patch", None)
+    number = obj.get("revision")
+    return Revision(
+        kind="StatefulSet",
+        workload=statefulset,
+        name=str(md.get("name") or ""),
+        number=number if isinstance(number, int) and not isinstance(number, bool) else None,
+        created_at=_timestamp(md.get("creationTimestamp")),
+        template=template,
+    )
+
+
+# ``watch_pods``'s namespace meaning every namespace (``discovery.namespaces: ["*"]``).
+ALL_NAMESPACES = "*"
+
+
+def _where(namespace: str) -> str:
+    return "all namespaces" if namespace == ALL_NAMESPACES else namespace
+
+
 def _retries() -> urllib3.Retry:
     # No retry on refused connections (fail fast when the API server is down); one retry of
     # idempotent calls whose kept-alive connection was closed under them.
@@ -543,12 +613,17 @@ class KubernetesClient(KubeApi):
 
     # -- pods -------------------------------------------------------------------------------
 
+    def _pod_lister(self, namespace: str) -> Callable[..., Any]:
+        """Return the call that lists (or watches) pods of a namespace, or of all of them."""
+        if namespace == ALL_NAMESPACES:
+            return self._core.list_pod_for_all_namespaces
+        return functools.partial(self._core.list_namespaced_pod, namespace)
+
     async def _list_pods_rv(self, namespace: str, label_selector: str) -> tuple[list[Pod], str]:
         pods = self._json(
             await self._call(
-                f"list pods in {namespace} ({label_selector or 'all'})",
-                self._core.list_namespaced_pod,
-                namespace,
+                f"list pods in {_where(namespace)} ({label_selector or 'all'})",
+                self._pod_lister(namespace),
                 label_selector=label_selector or None,
             )
         )
@@ -591,8 +666,7 @@ class KubernetesClient(KubeApi):
 
         def run() -> None:
             try:
-                resp: Any = self._core.list_namespaced_pod(
-                    namespace,
+                resp: Any = self._pod_lister(namespace)(
                     label_selector=label_selector or None,
                     watch=True,
                     allow_watch_bookmarks=True,
@@ -634,7 +708,9 @@ class KubernetesClient(KubeApi):
                         on_open()
                     continue
                 if isinstance(item, _Failure):
-                    raise translate_error(item.error, f"watch pods in {namespace}", self.host)
+                    raise translate_error(
+                        item.error, f"watch pods in {_where(namespace)}", self.host
+                    )
                 assert isinstance(item, dict)
                 yield item
         finally:
@@ -668,22 +744,22 @@ class KubernetesClient(KubeApi):
         watch request is accepted. Close the iterator (``contextlib.aclosing``) to stop it
         promptly.
         """
-        known: dict[str, Pod] = {}
+        known: dict[tuple[str, str], Pod] = {}
         rv = resource_version
         backoff = initial_backoff_s
         while True:
             try:
                 if rv is None:
                     pods, rv = await self._list_pods_rv(namespace, label_selector)
-                    current = {p.name: p for p in pods}
-                    for name, pod in current.items():
-                        before = known.get(name)
+                    current = {(p.namespace, p.name): p for p in pods}
+                    for key, pod in current.items():
+                        before = known.get(key)
                         if before is None:
                             yield PodEvent("ADDED", pod)
                         elif before.resource_version != pod.resource_version:
                             yield PodEvent("MODIFIED", pod)
-                    for name in sorted(set(known) - set(current)):
-                        yield PodEvent("DELETED", known[name])
+                    for key in sorted(set(known) - set(current)):
+                        yield PodEvent("DELETED", known[key])
                     known = current
                     if on_synced is not None:
                         on_synced()
@@ -702,7 +778,9 @@ class KubernetesClient(KubeApi):
                             break
                         raise KubernetesError(
                             _STATUS_KINDS.get(int(obj.get("code") or 0), "server"),
-                            _one_line(f"watch pods in {namespace}: {obj.get('message', obj)}"),
+                            _one_line(
+                                f"watch pods in {_where(namespace)}: {obj.get('message', obj)}"
+                            ),
                             obj.get("code"),
                         )
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
@@ -716,9 +794,9 @@ class KubernetesClient(KubeApi):
                         self._malformed(namespace, ValueError(str(exc)))
                         continue
                     if kind == "DELETED":
-                        known.pop(pod.name, None)
+                        known.pop((pod.namespace, pod.name), None)
                     else:
-                        known[pod.name] = pod
+                        known[(pod.namespace, pod.name)] = pod
                     backoff = initial_backoff_s
                     yield PodEvent(kind, pod)
                 if rv is not None and not events_seen and time.monotonic() - opened < 1.0:
@@ -749,6 +827,36 @@ class KubernetesClient(KubeApi):
         if ref is None or not ref.get("kind") or not ref.get("name"):
             return None
         return OwnerRef(str(ref["kind"]), str(ref["name"]), ref.get("controller") is True)
+
+    async def list_revisions(self, namespace: str, kind: str, workload: str) -> list[Revision]:
+        """Return a Deployment's ReplicaSets or a StatefulSet's ControllerRevisions, as revisions.
+
+        The API keeps as many as the workload's ``revisionHistoryLimit`` (10 by default), so
+        the revision before a rollout is there to compare with.
+        """
+        listed: Any
+        if kind == "Deployment":
+            listed = await self._call(
+                f"list ReplicaSets in {namespace}",
+                self._apps.list_namespaced_replica_set,
+                namespace,
+            )
+            parse = revision_from_replicaset
+        elif kind == "StatefulSet":
+            listed = await self._call(
+                f"list ControllerRevisions in {namespace}",
+                self._apps.list_namespaced_controller_revision,
+                namespace,
+            )
+            parse = revision_from_controller_revision
+        else:
+            return []
+        out: list[Revision] = []
+        for item in map(_mapping, _list(self._json(listed).get("items"))):
+            revision = parse(item)
+            if revision is not None and revision.workload == workload:
+                out.append(revision)
+        return out
 
     # -- events -----------------------------------------------------------------------------
 

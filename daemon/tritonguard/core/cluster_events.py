@@ -75,7 +75,21 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
         fix = f" Fix: {event.fix.text}" if event.fix.text else ""
         # Named before the fix: a 1 KB note is clipped at its end, and what changed is what
         # `kubectl describe` readers look for first.
-        changed = f" After: {event.change.summary()}." if event.change is not None else ""
+        changed = ""
+        change = event.change
+        if change is not None:
+            rollout = change.rollout
+            if change.changes:
+                changed = f" After: {change.summary()}"
+                if rollout is not None:
+                    changed += f", {rollout.timing(event.opened_at)}"
+                changed += "."
+            if rollout is not None:
+                changed += (
+                    f" Rollout: {rollout.diff_text()}."
+                    if change.changes
+                    else f" After: {rollout.timing(event.opened_at)} ({rollout.diff_text()})."
+                )
         return EventNote(
             subject.namespace,
             subject.pod,

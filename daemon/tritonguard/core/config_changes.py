@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonguard.core.config_patch import Change, diff
+
+if TYPE_CHECKING:
+    from tritonguard.core.rollout_changes import RolloutChange
 
 # Changes kept per subject: a rollout is one or two; more within the lookback is churn, and
 # the newest ones are what an incident follows.
@@ -44,9 +47,23 @@ class ConfigChange:
     # What ``before`` is: the subject's own previous read, or for a pod seen for the first
     # time (a rolling update's new pod) the config its peers serve, naming one of them.
     against: str = "previous read"
+    # The Deployment or StatefulSet rollout the subject's pod came from, when it began
+    # within the baseline's lookback before the incident (rollout_changes.py). A rollout
+    # that changed no model config is a change with no ``changes`` of its own.
+    rollout: RolloutChange | None = None
+
+    @classmethod
+    def of_rollout(cls, model: str, rollout: RolloutChange) -> ConfigChange:
+        """Return a change that is only a rollout: the model's config did not change with it."""
+        return cls(model, rollout.at, rollout.at, (), {}, {}, "the previous revision", rollout)
 
     def summary(self) -> str:
-        """Return the change in one line: ``path: old → new``, the first few leaves."""
+        """Return the change in one line: ``path: old → new``, the first few leaves.
+
+        A change that is only a rollout is the rollout's summary.
+        """
+        if not self.changes and self.rollout is not None:
+            return self.rollout.summary()
         parts = [f"{c.path}: {_show(c.old)} → {_show(c.new)}" for c in self.changes]
         head = "; ".join(parts[:SUMMARY_LEAVES])
         more = len(parts) - SUMMARY_LEAVES
@@ -55,7 +72,7 @@ class ConfigChange:
     def as_dict(self, onset: float | None = None) -> dict[str, Any]:
         """Return the JSON form; with ``onset``, how long before it the change was read."""
         out: dict[str, Any] = {
-            "kind": "model_config",
+            "kind": "model_config" if self.changes or self.rollout is None else "rollout",
             "model": self.model,
             "at_earliest": round(self.at_earliest, 3),
             "at_latest": round(self.at_latest, 3),
@@ -65,6 +82,8 @@ class ConfigChange:
         }
         if onset is not None:
             out["seen_before_onset_s"] = round(onset - self.at_latest, 3)
+        if self.rollout is not None:
+            out["rollout"] = self.rollout.as_dict(onset)
         return out
 
 

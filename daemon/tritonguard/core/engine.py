@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
@@ -13,6 +13,7 @@ from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
 from tritonguard.core.incidents import IncidentBook
 from tritonguard.core.model_config import ModelConfig, parse_model_config
+from tritonguard.core.rollout_changes import RolloutChange, RolloutTimeline
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.signatures import SIGNATURES
@@ -64,6 +65,7 @@ class Engine:
             retention_s=self.t.retention_s, max_bytes=self.config.series_bytes()
         )
         self.changes = ChangeTimeline()
+        self.rollouts = RolloutTimeline()
         self.book = IncidentBook(self.t, change_of=self.change_before)
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
         self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
@@ -96,10 +98,37 @@ class Engine:
             self.book.config_read(subject)
         return change
 
+    def note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> bool:
+        """Remember the workload revision a pod runs (discovery saw it); True when news.
+
+        An incident already open on the pod is announced again: it now names the rollout.
+        """
+        news = self.rollouts.note(namespace, pod, rollout)
+        if news:
+            for ns, p, model in self._known:
+                if (ns, p) == (namespace, pod):
+                    self.book.config_read(Subject(namespace=ns, model=model, pod=p))
+        return news
+
     def change_before(self, subject: Subject, onset: float) -> ConfigChange | None:
-        """Return the config change an incident on ``subject`` opened at ``onset`` followed."""
+        """Return the change an incident on ``subject`` opened at ``onset`` followed.
+
+        The model-config change, with the rollout the pod came from when that began within
+        the baseline's lookback too; a rollout alone when the config did not change.
+        """
         key = (subject.namespace, subject.pod, subject.model)
-        return self.changes.preceding(key, onset, self.t.baseline_lookback_s)
+        lookback = self.t.baseline_lookback_s
+        change = self.changes.preceding(key, onset, lookback)
+        rollout = (
+            self.rollouts.preceding(subject.namespace, subject.pod, onset, lookback)
+            if subject.pod
+            else None
+        )
+        if rollout is None:
+            return change
+        if change is None:
+            return ConfigChange.of_rollout(subject.model, rollout)
+        return replace(change, rollout=rollout)
 
     def model_config(self, key: SubjectKey) -> ModelConfig | None:
         """Return the most specific known config for a subject."""

@@ -223,3 +223,34 @@ def workload_of(chain: tuple[OwnerRef, ...]) -> OwnerRef | None:
     """
     top = chain[-1] if chain else None
     return top if top is not None and top.kind in SCALABLE_KINDS else None
+
+
+# The label the StatefulSet controller gives each pod: the name of its ControllerRevision.
+REVISION_HASH_LABEL = "controller-revision-hash"
+
+
+@dataclass(frozen=True, slots=True)
+class PodRevision:
+    """Which revision of which workload a pod runs: a ReplicaSet or a ControllerRevision."""
+
+    namespace: str
+    kind: str
+    workload: str
+    name: str
+
+
+def pod_revision(pod: Pod, chain: tuple[OwnerRef, ...]) -> PodRevision | None:
+    """Return the workload revision a pod runs, from its owner chain (or label), or None.
+
+    A Deployment's pod runs the revision of the ReplicaSet that owns it; a StatefulSet's pod
+    says its ControllerRevision in the ``controller-revision-hash`` label.
+    """
+    top = workload_of(chain)
+    if top is None:
+        return None
+    if top.kind == "Deployment" and chain[0].kind == "ReplicaSet":
+        return PodRevision(pod.namespace, "Deployment", top.name, chain[0].name)
+    label = pod.labels.get(REVISION_HASH_LABEL, "")
+    if top.kind == "StatefulSet" and label:
+        return PodRevision(pod.namespace, "StatefulSet", top.name, label)
+    return None

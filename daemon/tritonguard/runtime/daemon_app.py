@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 
 from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError
 from tritonguard.clients.metrics_scraper import MetricsScraper
@@ -22,6 +23,7 @@ from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
+from tritonguard.core.rollout_changes import RolloutChange
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.targets import target_of
 from tritonguard.core.urls import redact_text, redact_url
@@ -179,6 +181,7 @@ class DaemonApp:
         self._discovered: list[TargetSettings] = []
         self._kube_owned: KubernetesClient | None = None
         self._discovery_problem: str | None = None
+        self._discovered_token: SecretStr | None = None
         self.discovery = self._discovery(kube)
         # Baselines are kept in the state volume beside the audit trail, which only a daemon
         # with playbooks has; without one, a restart learns them again.
@@ -207,7 +210,31 @@ class DaemonApp:
                 "malformed pod skipped", detail=why
             )
             kube = self._kube_owned
-        return PodDiscovery(kube, d, on_change=self._use_discovered, metrics=self.metrics)
+        try:
+            self._discovered_token = d.access_token()
+        except ValueError as exc:
+            self._discovery_problem = str(exc)
+            return None
+        return PodDiscovery(
+            kube,
+            d,
+            on_change=self._use_discovered,
+            on_rollout=self._note_rollout,
+            metrics=self.metrics,
+            wall_clock=self.clock,
+            stale_after_s=d.stale_after_s,
+        )
+
+    def _note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> None:
+        """Take the workload revision a discovered pod runs: its incidents name the rollout."""
+        if self.engine.note_rollout(namespace, pod, rollout):
+            self._log.info(
+                "pod runs a rollout",
+                namespace=namespace,
+                pod=pod,
+                rollout=rollout.headline(),
+                diff=rollout.diff_text(),
+            )
 
     @property
     def scrape_source(self) -> ScrapeSource | None:
@@ -233,6 +260,7 @@ class DaemonApp:
                     triton_url=pod.triton_url,
                     namespace=pod.namespace,
                     pod=pod.pod,
+                    access_token=self._discovered_token,
                 )
             except ValueError as exc:
                 self._log.warning("discovered pod skipped", target=pod.name, error=str(exc))
@@ -250,7 +278,18 @@ class DaemonApp:
             self._models.pop(name, None)
         self.metrics.forget_targets("scrape", gone)
         if self._on_targets is not None:
-            self._on_targets([t for t in self.known_targets() if t.triton_url])
+            self._on_targets([t for t in self.known_targets() if t.triton_url and self._fresh(t)])
+
+    def _fresh(self, target: TargetSettings) -> bool:
+        """Whether actions may use a target's endpoint: not one of a long-failing watch's."""
+        if self.discovery is None or target not in self._discovered:
+            return True
+        why = self.discovery.stale(target.namespace)
+        if why is not None:
+            self._log.warning(
+                "discovered endpoint withheld from actions", target=target.name, reason=why
+            )
+        return why is None
 
     def _sources(self) -> list[Source]:
         s = self.settings

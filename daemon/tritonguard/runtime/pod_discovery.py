@@ -20,14 +20,17 @@ from tritonguard.core.pod_targets import (
     DiscoveryRules,
     OwnerRef,
     Pod,
+    PodRevision,
     PodTarget,
     Skipped,
     owner_chain,
+    pod_revision,
     pod_target,
     replicaset_to_resolve,
 )
+from tritonguard.core.rollout_changes import Revision, RolloutChange, rollout_of
 from tritonguard.logs import get_logger
-from tritonguard.settings import DiscoverySettings
+from tritonguard.settings import ALL_NAMESPACES, DiscoverySettings
 
 # After a refusal (403: RBAC missing, 404: no such namespace) a retry can only help once an
 # operator fixes it; try again at this pace rather than hammer the API server.
@@ -37,6 +40,10 @@ REFUSED_RETRY_S = 30.0
 DEFAULT_STALE_AFTER_S = 60.0
 
 TargetsCallback = Callable[[list[PodTarget]], None]
+# Told the rollout (workload revision) each target pod runs: namespace, pod, rollout.
+RolloutCallback = Callable[[str, str, RolloutChange], None]
+# Revisions whose rollout is kept, to name it for each of its pods without listing again.
+MAX_ROLLOUTS = 256
 
 
 class PodWatchApi(Protocol):
@@ -61,6 +68,10 @@ class PodWatchApi(Protocol):
         """Return a ReplicaSet's controller."""
         ...
 
+    async def list_revisions(self, namespace: str, kind: str, workload: str) -> list[Revision]:
+        """Return a workload's revisions (ReplicaSets or ControllerRevisions)."""
+        ...
+
 
 class DiscoveryMetrics(Protocol):
     """What discovery reports to the daemon's own metrics (``SelfMetrics``)."""
@@ -83,7 +94,7 @@ class _Namespace:
     errors: int = 0
     # Pods seen since a new follow began, until its first list is done: the pods known from
     # before it that are not among them were deleted meanwhile.
-    seen: set[str] | None = None
+    seen: set[tuple[str, str]] | None = None
 
 
 class PodDiscovery:
@@ -100,8 +111,10 @@ class PodDiscovery:
         settings: DiscoverySettings,
         *,
         on_change: TargetsCallback,
+        on_rollout: RolloutCallback | None = None,
         metrics: DiscoveryMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         max_backoff_s: float = 30.0,
     ) -> None:
@@ -113,8 +126,11 @@ class PodDiscovery:
             metrics_path=settings.metrics_path,
         )
         self._on_change = on_change
+        self._on_rollout = on_rollout
         self._metrics = metrics
         self._monotonic = monotonic
+        self._wall_clock = wall_clock
+        self._rollouts: dict[PodRevision, RolloutChange] = {}
         self._stale_after_s = stale_after_s
         self._max_backoff_s = max_backoff_s
         self._namespaces = {ns: _Namespace() for ns in settings.namespaces}
@@ -125,6 +141,30 @@ class PodDiscovery:
         self._log = get_logger("tritonguard.discovery")
 
     # ---- state ------------------------------------------------------------------------------
+    def _watch_of(self, namespace: str) -> str:
+        """Return the watch that follows a namespace (``*`` when every one is watched)."""
+        return ALL_NAMESPACES if ALL_NAMESPACES in self._namespaces else namespace
+
+    def _covers(self, watch: str, namespace: str) -> bool:
+        return watch in (ALL_NAMESPACES, namespace)
+
+    def stale(self, namespace: str) -> str | None:
+        """Return why a namespace's endpoints must not be acted on now, or None.
+
+        A namespace whose watch has been failing for ``stale_after_s`` may hold pods that
+        are gone or moved: acting on their old addresses would hit the wrong server.
+        """
+        st = self._namespaces.get(self._watch_of(namespace))
+        if st is None or st.failing_since is None:
+            return None
+        failing = self._monotonic() - st.failing_since
+        if failing < self._stale_after_s:
+            return None
+        return (
+            f"pod discovery in namespace {namespace} has been failing for {failing:.0f} s "
+            f"({st.last_error}); its pod endpoints may be stale"
+        )
+
     @property
     def targets(self) -> list[PodTarget]:
         """Return the current targets, ordered by namespace and pod."""
@@ -148,9 +188,11 @@ class PodDiscovery:
             "namespaces": {
                 ns: {
                     "synced": st.synced,
-                    "targets": sum(1 for k in self._targets if k[0] == ns),
+                    "targets": sum(1 for k in self._targets if self._covers(ns, k[0])),
                     "skipped": {
-                        pod: why for (n, pod), why in sorted(self._skipped.items()) if n == ns
+                        (pod if n == ns else f"{n}/{pod}"): why
+                        for (n, pod), why in sorted(self._skipped.items())
+                        if self._covers(ns, n)
                     },
                     "failing_for_s": None
                     if st.failing_since is None
@@ -197,15 +239,22 @@ class PodDiscovery:
                 namespace=namespace,
                 failed_for_s=round(self._monotonic() - st.failing_since, 3),
             )
+        was_stale = self.stale(namespace) is not None
         st.synced = st.ever_synced = True
         st.failing_since = None
         if st.seen is not None:
             seen, st.seen = st.seen, None
-            for key in [k for k in self._skipped if k[0] == namespace and k[1] not in seen]:
+            for key in [
+                k for k in self._skipped if self._covers(namespace, k[0]) and k not in seen
+            ]:
                 del self._skipped[key]
-            for key in [k for k in self._targets if k[0] == namespace and k[1] not in seen]:
+            for key in [
+                k for k in self._targets if self._covers(namespace, k[0]) and k not in seen
+            ]:
                 self._drop(key, "the pod is gone (not listed again)")
         self._report(namespace)
+        if was_stale:
+            self._on_change(self.targets)
 
     def _failed(self, namespace: str, err: KubernetesError) -> None:
         st = self._namespaces[namespace]
@@ -215,6 +264,11 @@ class PodDiscovery:
         st.last_error = str(err)
         if first:
             st.failing_since = self._monotonic()
+            # Past the bound its endpoints go stale: whoever uses them must hear it then,
+            # not at the next change, which a failing watch does not bring.
+            asyncio.get_running_loop().call_later(
+                self._stale_after_s, self._went_stale, namespace, st.failing_since
+            )
         if self._metrics is not None:
             self._metrics.count_discovery_error(namespace, err.kind)
         hint = {
@@ -226,17 +280,28 @@ class PodDiscovery:
         log("pod discovery failed", namespace=namespace, error=str(err), hint=hint)
         self._report(namespace)
 
+    def _went_stale(self, namespace: str, since: float) -> None:
+        if self._namespaces[namespace].failing_since != since:
+            return  # recovered meanwhile (or failing again since later)
+        self._log.warning(
+            "pod endpoints stale: actions will not use them",
+            namespace=namespace,
+            reason=self.stale(namespace),
+        )
+        self._on_change(self.targets)
+
     def _report(self, namespace: str) -> None:
         if self._metrics is not None:
-            count = sum(1 for k in self._targets if k[0] == namespace)
+            count = sum(1 for k in self._targets if self._covers(namespace, k[0]))
             self._metrics.observe_discovery(namespace, count, self._namespaces[namespace].synced)
 
     async def _apply(self, event: PodEvent) -> None:
         pod = event.pod
         key = (pod.namespace, pod.name)
-        seen = self._namespaces[pod.namespace].seen if pod.namespace in self._namespaces else None
+        watch = self._namespaces.get(self._watch_of(pod.namespace))
+        seen = watch.seen if watch is not None else None
         if seen is not None:
-            seen.add(pod.name)
+            seen.add(key)
         if event.type == "DELETED":
             self._skipped.pop(key, None)
             self._chains.pop(pod.uid, None)
@@ -265,12 +330,54 @@ class PodDiscovery:
             triton_url=mapped.triton_url,
             owners=[f"{o.kind}/{o.name}" for o in mapped.owners],
         )
-        self._changed(pod.namespace)
+        self._changed(self._watch_of(pod.namespace))
+        revision = pod_revision(pod, chain) if self._on_rollout is not None else None
+        if revision is not None:
+            await self._name_rollout(pod, revision)
+
+    async def _name_rollout(self, pod: Pod, revision: PodRevision) -> None:
+        """Tell ``on_rollout`` the revision the pod runs, diffed against the one before it.
+
+        Listed once per revision: a rollout's pods share it, and the first seen says when
+        discovery saw it. A failed list leaves the pod without one until its next change.
+        """
+        assert self._on_rollout is not None
+        rollout = self._rollouts.get(revision)
+        if rollout is None:
+            try:
+                revisions = await self._kube.list_revisions(
+                    revision.namespace, revision.kind, revision.workload
+                )
+            except KubernetesError as err:
+                self._log.warning(
+                    "workload revisions unknown",
+                    namespace=revision.namespace,
+                    workload=f"{revision.kind}/{revision.workload}",
+                    error=str(err),
+                    hint="grant replicasets and controllerrevisions list (deploy/namespace)",
+                )
+                return
+            current = next((r for r in revisions if r.name == revision.name), None)
+            if current is None:
+                return
+            rollout = rollout_of(revision.namespace, current, revisions, self._wall_clock())
+            if len(self._rollouts) >= MAX_ROLLOUTS:
+                del self._rollouts[next(iter(self._rollouts))]
+            self._rollouts[revision] = rollout
+            self._log.info(
+                "workload revision seen",
+                namespace=revision.namespace,
+                workload=f"{revision.kind}/{revision.workload}",
+                revision=rollout.revision,
+                previous=rollout.previous,
+                diff=rollout.diff_text(),
+            )
+        self._on_rollout(pod.namespace, pod.name, rollout)
 
     def _drop(self, key: tuple[str, str], why: str) -> None:
         if self._targets.pop(key, None) is not None:
             self._log.info("pod target gone", namespace=key[0], pod=key[1], reason=why)
-            self._changed(key[0])
+            self._changed(self._watch_of(key[0]))
 
     def _changed(self, namespace: str) -> None:
         self._report(namespace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import uuid
 
 from tests.fakes.kube.objects import new_object
@@ -21,6 +22,25 @@ from tests.fakes.kube.resources import (
     workload_type,
 )
 from tests.fakes.kube.store import Store
+
+# How the Deployment controller numbers its ReplicaSets.
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+
+
+def _revision(rs: JsonObj) -> int:
+    text = str((rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION) or "0")
+    return int(text) if text.isdigit() else 0
+
+
+def _same_template(rs: JsonObj, template: JsonObj) -> bool:
+    """Whether a ReplicaSet runs this pod template (its own pod-template-hash label aside)."""
+    mine = copy.deepcopy(rs["spec"].get("template") or {})
+    labels = (mine.get("metadata") or {}).get("labels") or {}
+    labels.pop("pod-template-hash", None)
+    theirs = copy.deepcopy(template)
+    theirs.setdefault("metadata", {}).setdefault("labels", {})
+    mine.setdefault("metadata", {}).setdefault("labels", {})
+    return bool(mine == theirs)
 
 
 class Controllers:
@@ -81,10 +101,14 @@ class Controllers:
         labels = dict((wl["spec"].get("template", {}).get("metadata") or {}).get("labels") or {})
         pods = self.owned_pods(namespace, owner_id)
         if rtype is DEPLOYMENTS:
-            tmpl_hash = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:10]
-            labels["pod-template-hash"] = tmpl_hash
-            ref_kind, ref_name = "ReplicaSet", f"{name}-{tmpl_hash}"
-            ref_uid = self.replicaset(namespace, wl, ref_name, labels, want)
+            ref_kind = "ReplicaSet"
+            ref_name, ref_uid, labels = self.rollout(namespace, wl, labels, want)
+            # A new revision replaces the old one's pods (as a Recreate strategy would).
+            for p in pods:
+                refs = p["metadata"].get("ownerReferences") or [{}]
+                if refs[0].get("name") != ref_name:
+                    self.store.delete(PODS, namespace, p["metadata"]["name"])
+            pods = self.owned_pods(namespace, owner_id)
         else:
             ref_kind, ref_name = "StatefulSet", name
             ref_uid = wl["metadata"]["uid"]
@@ -133,10 +157,58 @@ class Controllers:
                 self.store.delete(PODS, namespace, p["metadata"]["name"])
         self.refresh_workload_status(namespace, only=(rtype, name))
 
-    def replicaset(
-        self, namespace: str, deployment: JsonObj, name: str, labels: dict[str, str], want: int
+    def rollout(
+        self, namespace: str, deployment: JsonObj, labels: dict[str, str], want: int
+    ) -> tuple[str, str, dict[str, str]]:
+        """Keep one ReplicaSet per pod template of a Deployment, numbered as its revisions.
+
+        The ReplicaSet whose template is the Deployment's runs ``want`` pods; a template
+        not seen before makes a new ReplicaSet with the next ``deployment.kubernetes.io/
+        revision``, and the older ones are scaled to 0 (and kept, as revision history).
+        Returns the current ReplicaSet's name and uid and its pods' labels.
+        """
+        name = deployment["metadata"]["name"]
+        template = deployment["spec"].get("template") or {}
+        owned = [
+            rs
+            for (k, ns, _), rs in self.store.objects.items()
+            if k == REPLICASETS.key
+            and ns == namespace
+            and any(
+                r.get("kind") == "Deployment" and r.get("name") == name
+                for r in rs["metadata"].get("ownerReferences") or []
+            )
+        ]
+        current = next((rs for rs in owned if _same_template(rs, template)), None)
+        if current is None:
+            # The first ReplicaSet's name depends on the Deployment's only, as it always did.
+            seed = f"{namespace}/{name}" + (json.dumps(template, sort_keys=True) if owned else "")
+            tmpl_hash = hashlib.sha256(seed.encode()).hexdigest()[:10]
+            revision = 1 + max((_revision(rs) for rs in owned), default=0)
+        else:
+            tmpl_hash = str(current["metadata"]["labels"].get("pod-template-hash") or "")
+            revision = _revision(current)
+        labels = {**labels, "pod-template-hash": tmpl_hash}
+        rs_name = f"{name}-{tmpl_hash}"
+        for rs in owned:
+            if rs["metadata"]["name"] != rs_name and rs["spec"].get("replicas"):
+                old = copy.deepcopy(rs)
+                old["spec"]["replicas"] = 0
+                self.store.update(REPLICASETS, namespace, old)
+        uid = self.replicaset(namespace, deployment, rs_name, labels, want, template, revision)
+        return rs_name, uid, labels
+
+    def replicaset(  # noqa: PLR0917 - one ReplicaSet's fields, as the Deployment gives them
+        self,
+        namespace: str,
+        deployment: JsonObj,
+        name: str,
+        labels: dict[str, str],
+        want: int,
+        template: JsonObj | None = None,
+        revision: int = 1,
     ) -> str:
-        """Keep the Deployment's one ReplicaSet, owned by it, at ``want``; return its uid."""
+        """Keep one ReplicaSet of the Deployment, owned by it, at ``want``; return its uid."""
         rs = self.store.get(REPLICASETS, namespace, name)
         if rs is None:
             rs = new_object(name, namespace, labels)
@@ -150,10 +222,14 @@ class Controllers:
                     "blockOwnerDeletion": True,
                 }
             ]
+            body = copy.deepcopy(template or {})
+            body["metadata"] = {**(body.get("metadata") or {}), "labels": dict(labels)}
+            body.setdefault("spec", {"containers": []})
+            rs["metadata"]["annotations"] = {REVISION_ANNOTATION: str(revision)}
             rs["spec"] = {
                 "replicas": want,
                 "selector": {"matchLabels": dict(labels)},
-                "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": []}},
+                "template": body,
             }
             rs = self.store.put(REPLICASETS, namespace, rs)
         elif rs["spec"].get("replicas") != want:

@@ -86,6 +86,8 @@ REPLICASETS = ResourceType(
     short_names=("rs",),
     status_via_subresource=True,
 )
+# A StatefulSet's revisions: its pod template, stored as a patch, and a number.
+CONTROLLER_REVISIONS = ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision")
 HPAS = ResourceType(
     "autoscaling",
     "v2",
@@ -116,6 +118,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     DEPLOYMENTS,
     STATEFULSETS,
     REPLICASETS,
+    CONTROLLER_REVISIONS,
     HPAS,
     LEASES,
     EVENTS_V1,

@@ -12,11 +12,13 @@ from types import TracebackType
 
 from aiohttp import web
 
-from tests.fakes.kube.controllers import Controllers
+from tests.fakes.kube.controllers import REVISION_ANNOTATION, Controllers
 from tests.fakes.kube.middleware import Faults, RequestLog, RequestRecord
 from tests.fakes.kube.objects import new_object
 from tests.fakes.kube.pods import PodFactory, container
 from tests.fakes.kube.resources import (
+    CONTROLLER_REVISIONS,
+    DEPLOYMENTS,
     HPAS,
     NAMESPACES,
     PODS,
@@ -38,7 +40,8 @@ class FakeKube:
     No API server can run on the machines where tritonguard is developed, so this serves the
     subset of the Kubernetes API that tritonguard uses, with the real URL layout, JSON shapes and
     semantics: legacy discovery, ``apps/v1`` Deployments and StatefulSets with the ``scale``
-    subresource, their ReplicaSets (read-only, one per Deployment), ``autoscaling/v2``
+    subresource, their ReplicaSets (read-only, one per pod template, numbered as revisions)
+    and ControllerRevisions, ``autoscaling/v2``
     HorizontalPodAutoscalers, ``core/v1`` Pods (list, label and field selectors, streaming
     watch with bookmarks), Events (core/v1, and events.k8s.io/v1 as a converted view of the same
     objects), Namespaces, ``coordination.k8s.io/v1`` Leases and KEDA's ``keda.sh/v1alpha1``
@@ -301,23 +304,62 @@ class FakeKube:
                 ]
             return copy.deepcopy(self._store.create(PODS, namespace, pod))
 
-    def add_replicaset(self, namespace: str, name: str, deployment: str | None = None) -> JsonObj:
-        """Create a bare ReplicaSet (owned by ``deployment``, if given) for pods to name."""
+    def add_replicaset(
+        self,
+        namespace: str,
+        name: str,
+        deployment: str | None = None,
+        *,
+        revision: int | None = None,
+        template: JsonObj | None = None,
+    ) -> JsonObj:
+        """Create a bare ReplicaSet (owned by ``deployment``, if given) for pods to name.
+
+        ``revision`` writes the ``deployment.kubernetes.io/revision`` annotation and
+        ``template`` its pod template, as the Deployment controller does for each rollout.
+        """
         rs = new_object(name, namespace, {})
         if deployment is not None:
+            with self._store.lock:
+                owner = self._store.get(DEPLOYMENTS, namespace, deployment)
             rs["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
                     "kind": "Deployment",
                     "name": deployment,
-                    "uid": "",
+                    "uid": owner["metadata"]["uid"] if owner else "",
                     "controller": True,
                 }
             ]
-        rs["spec"] = {"replicas": 0, "selector": {"matchLabels": {}}, "template": {}}
+        if revision is not None:
+            rs["metadata"]["annotations"] = {REVISION_ANNOTATION: str(revision)}
+        rs["spec"] = {"replicas": 0, "selector": {"matchLabels": {}}, "template": template or {}}
         with self._store.lock:
             self.add_namespace(namespace)
             return copy.deepcopy(self._store.put(REPLICASETS, namespace, rs))
+
+    def add_controller_revision(
+        self, namespace: str, name: str, statefulset: str, revision: int, template: JsonObj
+    ) -> JsonObj:
+        """Create a StatefulSet's ControllerRevision: its pod template as a patch, numbered.
+
+        Its pods name it in their ``controller-revision-hash`` label.
+        """
+        cr = new_object(name, namespace, {})
+        cr["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "name": statefulset,
+                "uid": "",
+                "controller": True,
+            }
+        ]
+        cr["revision"] = revision
+        cr["data"] = {"spec": {"template": {**template, "$patch": "replace"}}}
+        with self._store.lock:
+            self.add_namespace(namespace)
+            return copy.deepcopy(self._store.put(CONTROLLER_REVISIONS, namespace, cr))
 
     @property
     def bookmark_interval_s(self) -> float:
