@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from tritonguard.core.guards import RunRecord
-from tritonguard.core.run_handover import MAX_RUNS, WINDOW_S, decode_runs, encode_runs
+from tritonguard.core.run_handover import (
+    MAX_RUNS,
+    MAX_VERIFICATIONS_BYTES,
+    WINDOW_S,
+    HandedApproval,
+    decode_approvals,
+    decode_runs,
+    decode_verifications,
+    encode_runs,
+    encode_verifications,
+)
 
 NOW = 100_000.0
 
@@ -47,3 +58,42 @@ def test_a_malformed_annotation_is_refused_with_the_reason(text: str, says: str)
     """Another replica's history is never guessed at: a bad annotation raises, naming what."""
     with pytest.raises(ValueError, match=says):
         decode_runs(text)
+
+
+def approval(thread: dict[str, Any] | None = None, at: float = NOW) -> HandedApproval:
+    """Return a scale waiting for approval, with the undo of the step before it."""
+    return HandedApproval(
+        approval_id="apr-0123456789abcdef",
+        incident_id="inc-1",
+        playbook="scale",
+        cause="cpu_bottleneck",
+        namespace="prod",
+        model="resnet",
+        pod="triton-0",
+        opened_at=at - 60,
+        step_index=1,
+        action="kubernetes.scale",
+        params={"name": "triton", "add": 1},
+        approvers=("S0ONCALL01",),
+        requested_at=at,
+        expires_at=at + 900,
+        undos=(("kubernetes.scale", {"name": "triton", "replicas": 2}),),
+        thread=thread,
+    )
+
+
+def test_approvals_round_trip_with_their_thread() -> None:
+    """A waiting approval comes back whole beside the verifications, its thread included."""
+    thread = {"channel": "C0ALERTS01", "root_ts": "1.000001", "seq": 4, "root": {"text": "t"}}
+    text, left_out = encode_verifications([approval(thread)])
+    assert left_out == 0
+    assert decode_approvals(text) == [approval(thread)]
+    assert decode_verifications(text) == []
+
+
+def test_an_approval_whose_thread_does_not_fit_goes_without_it() -> None:
+    """Past the byte cap an approval's thread is dropped first: the approval is still handed."""
+    big = {"channel": "C0ALERTS01", "root": {"text": "x" * MAX_VERIFICATIONS_BYTES}}
+    text, left_out = encode_verifications([approval(big)])
+    assert left_out == 0
+    assert decode_approvals(text) == [approval(None)]

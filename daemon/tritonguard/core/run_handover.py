@@ -1,4 +1,4 @@
-"""Run history, pending verifications and changes in flight handed to the next leader (pure).
+"""Run history, pending verifications, changes in flight and approvals handed to the next leader.
 
 Each replica keeps its own audit trail, so without this a replica that takes over leadership
 would not know the cooldowns, rate limits, budget and reload history the previous leader built
@@ -121,6 +121,36 @@ class HandedIntent:
         return (self.incident_id, self.playbook, self.action, round(self.started_at, 3))
 
 
+@dataclass(frozen=True, slots=True)
+class HandedApproval:
+    """A step waiting for a human's decision, as the leader publishes it.
+
+    The next leader keeps it waiting until the same deadline, so a click on the buttons the
+    old leader posted decides it there. ``thread`` (when the old leader's outbox had posted
+    it) says where the incident's Slack thread is, so the next leader's replies and updates
+    go into it: ``channel`` and ``root_ts``, ``seq`` (the highest message number used),
+    ``root`` (the newest root message, text and blocks) and ``request`` (the key and ts of
+    the reply that asked for this approval).
+    """
+
+    approval_id: str
+    incident_id: str
+    playbook: str
+    cause: str
+    namespace: str
+    model: str
+    pod: str
+    opened_at: float
+    step_index: int
+    action: str
+    params: dict[str, Any]
+    approvers: tuple[str, ...]
+    requested_at: float
+    expires_at: float
+    undos: tuple[tuple[str, dict[str, Any]], ...]
+    thread: dict[str, Any] | None = None
+
+
 Handed = HandedVerification | HandedIntent
 
 
@@ -152,11 +182,34 @@ def _intent_row(item: HandedIntent) -> dict[str, Any]:
     }
 
 
-def encode_verifications(items: Sequence[Handed]) -> tuple[str, int]:
+def _approval_row(item: HandedApproval) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": item.approval_id,
+        "incident": item.incident_id,
+        "playbook": item.playbook,
+        "cause": item.cause,
+        "subject": [item.namespace, item.model, item.pod],
+        "opened_at": round(item.opened_at, 3),
+        "step": item.step_index,
+        "action": item.action,
+        "params": item.params,
+        "approvers": list(item.approvers),
+        "requested_at": round(item.requested_at, 3),
+        "expires_at": round(item.expires_at, 3),
+        "undos": [[action, params] for action, params in item.undos],
+    }
+    if item.thread is not None:
+        row["thread"] = item.thread
+    return row
+
+
+def encode_verifications(items: Sequence[Handed | HandedApproval]) -> tuple[str, int]:
     """Return the annotation text within the byte cap, and how many items were left out.
 
     Changes in flight go first (an unknown change matters more than an unjudged one), then
-    verifications; newest first within each.
+    approvals (a human may be about to click), then verifications; newest first within each.
+    An approval whose thread does not fit goes without it: it is still decided, and only
+    the thread's updates are lost.
     """
     intents = sorted(
         (i for i in items if isinstance(i, HandedIntent)), key=lambda v: v.started_at, reverse=True
@@ -166,21 +219,31 @@ def encode_verifications(items: Sequence[Handed]) -> tuple[str, int]:
         key=lambda v: v.started_at,
         reverse=True,
     )
+    approvals = sorted(
+        (i for i in items if isinstance(i, HandedApproval)),
+        key=lambda a: a.requested_at,
+        reverse=True,
+    )
     size = 0
-    kept: dict[str, list[dict[str, Any]]] = {"verifications": [], "intents": []}
+    kept: dict[str, list[dict[str, Any]]] = {"verifications": [], "intents": [], "approvals": []}
     rows: list[tuple[str, dict[str, Any]]] = [("intents", _intent_row(i)) for i in intents]
+    rows += [("approvals", _approval_row(a)) for a in approvals]
     rows += [("verifications", _verification_row(v)) for v in checks]
     for key, row in rows:
         cost = len(json.dumps(row, separators=(",", ":"), default=str))
+        if size + cost > MAX_VERIFICATIONS_BYTES and "thread" in row:
+            row = {k: v for k, v in row.items() if k != "thread"}  # noqa: PLW2901 - the lighter row
+            cost = len(json.dumps(row, separators=(",", ":"), default=str))
         if size + cost > MAX_VERIFICATIONS_BYTES:
             continue
         size += cost
         kept[key].append(row)
     doc: dict[str, Any] = {"v": FORMAT_VERSION, "verifications": kept["verifications"]}
-    if kept["intents"]:
-        doc["intents"] = kept["intents"]
+    for extra in ("intents", "approvals"):
+        if kept[extra]:
+            doc[extra] = kept[extra]
     text = json.dumps(doc, separators=(",", ":"), default=str)
-    return text, len(items) - len(kept["verifications"]) - len(kept["intents"])
+    return text, len(items) - sum(len(v) for v in kept.values())
 
 
 def _undo_pairs(rows: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -236,4 +299,46 @@ def decode_verifications(text: str) -> list[Handed]:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"change in flight {i} is malformed ({exc})") from None
+    return out
+
+
+def decode_approvals(text: str) -> list[HandedApproval]:
+    """Parse the approvals of an annotation written by ``encode_verifications``.
+
+    Absent in annotations written before approvals were handed over. ValueError says what
+    is wrong.
+    """
+    _rows(text, "verifications")
+    rows = json.loads(text).get("approvals", [])
+    if not isinstance(rows, list):
+        raise ValueError("'approvals' must be a list")
+    out: list[HandedApproval] = []
+    for i, row in enumerate(rows):
+        try:
+            ns, model, pod = (str(x) for x in row["subject"])
+            thread = row.get("thread")
+            if thread is not None and not isinstance(thread, dict):
+                raise TypeError("thread must be an object")
+            out.append(
+                HandedApproval(
+                    approval_id=str(row["id"]),
+                    incident_id=str(row["incident"]),
+                    playbook=str(row["playbook"]),
+                    cause=str(row["cause"]),
+                    namespace=ns,
+                    model=model,
+                    pod=pod,
+                    opened_at=float(row["opened_at"]),
+                    step_index=int(row["step"]),
+                    action=str(row["action"]),
+                    params=dict(row["params"]),
+                    approvers=tuple(str(a) for a in row["approvers"]),
+                    requested_at=float(row["requested_at"]),
+                    expires_at=float(row["expires_at"]),
+                    undos=_undo_pairs(row["undos"]),
+                    thread=thread,
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"approval {i} is malformed ({exc})") from None
     return out

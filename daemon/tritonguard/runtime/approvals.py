@@ -7,7 +7,9 @@ of Slack with ``usergroups.users.list``), records who decided and when, and then
 stage run the step and the rest of its run, or drops them. Every outcome also goes to the
 incident's Slack thread through the executor's ``on_approval`` hook (:func:`approval_view`).
 Expiry is decided by each evaluation (``playbook_decisions.ExpireApproval``); a click that
-arrives after the deadline expires the approval at once.
+arrives after the deadline expires the approval at once. With several replicas the leader
+hands its waiting approvals over on the Lease (``leader_election``): the next leader keeps
+them waiting until the same deadline and a click there decides them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tritonguard.core.slack_message import (
 )
 from tritonguard.logs import get_logger
 from tritonguard.runtime.playbook_stage import PlaybookStage, StepResult
+from tritonguard.runtime.slack_threads import SlackThreads
 
 Verdict = Literal["approve", "reject"]
 Outcome = Literal["approved", "rejected", "expired", "refused", "unknown", "decided"]
@@ -199,6 +202,25 @@ class Approvals:
             if user in members[group]:
                 break
         return refuse_approver(user, pending.approvers, members)
+
+
+def thread_notice(
+    threads: SlackThreads, held_elsewhere: Callable[[str], bool]
+) -> Callable[[PendingApproval, str, str, float | None], None]:
+    """Return the executor's ``on_approval`` hook: each approval's life told in its thread.
+
+    An approval the leader holds (handed over on the Lease) is the leader's to tell: a
+    replica that no longer leads records its own end of it but says nothing in Slack, so the
+    thread never hears of one approval twice.
+    """
+
+    def tell(pending: PendingApproval, state: str, by: str, at: float | None) -> None:
+        if state != "pending" and held_elsewhere(pending.approval_id):
+            return
+        view = approval_view(pending, state, by, at)
+        threads.observe_approval(pending.incident.incident_id, view, pending.incident)
+
+    return tell
 
 
 async def hold_socket(

@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tritonguard.clients.kubernetes_api import KubernetesError
 from tritonguard.clients.ports import LeaseApi
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.run_handover import (
     ANNOTATION,
     VERIFICATIONS_ANNOTATION,
     WINDOW_S,
+    HandedApproval,
+    decode_approvals,
     decode_runs,
     decode_verifications,
     encode_runs,
@@ -20,6 +24,9 @@ from tritonguard.core.run_handover import (
 )
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
+
+# Where an approval's Slack thread is, for the next leader (``SlackThreads.handover``).
+ThreadOf = Callable[[str, str], dict[str, Any] | None]
 
 # Renew every third of the lease and stop acting at two thirds without a renewal: a replica
 # only takes over after seeing the lease unchanged for a whole duration, so the old leader
@@ -59,6 +66,12 @@ class LeaderElector:
         self.holder: str | None = None
         self.last_error: str | None = None
         self.adopted = 0
+        # The Slack side of approval handover (``SlackThreads``), wired by the service.
+        self.thread_of: ThreadOf = lambda _incident, _approval: None
+        self.take_thread: Callable[[HandedApproval], None] = lambda _approval: None
+        # Approval ids the current holder publishes, and every one another holder ever did.
+        self._published: frozenset[str] = frozenset()
+        self._seen: set[str] = set()
         self._left_out = 0
         self._valid_until = float("-inf")
         self._wake = asyncio.Event()
@@ -77,6 +90,10 @@ class LeaderElector:
         if self.holder and self.holder != self.identity:
             return f"replica {self.holder} holds the leader lease"
         return "this replica has not acquired the leader lease yet"
+
+    def held_elsewhere(self, approval_id: str) -> bool:
+        """Whether another replica leads and holds this approval: its thread is theirs to tell."""
+        return not self.is_leader() and approval_id in self._published
 
     def nudge(self) -> None:
         """Publish soon (a run was just recorded): the next leader must know about it."""
@@ -141,10 +158,11 @@ class LeaderElector:
 
     def _annotations(self) -> dict[str, str]:
         now = self.clock()
-        pending, left_out = encode_verifications(self.store.handed_verifications())
+        handed = [*self.store.handed_verifications(), *handed_approvals(self.store, self.thread_of)]
+        pending, left_out = encode_verifications(handed)
         if left_out and left_out != self._left_out:
             self._log.warning(
-                "pending verifications too large to hand over on the lease",
+                "pending verifications and approvals too large to hand over on the lease",
                 left_out=left_out,
                 annotation=VERIFICATIONS_ANNOTATION,
             )
@@ -163,6 +181,8 @@ class LeaderElector:
         annotations = (lease.get("metadata") or {}).get("annotations") or {}
         if self.holder == self.identity:
             return
+        if not self.holder:
+            self._published = frozenset()
         text = annotations.get(ANNOTATION)
         if text:
             try:
@@ -181,6 +201,7 @@ class LeaderElector:
         if pending and self.holder:
             try:
                 handed = decode_verifications(pending)
+                approvals = decode_approvals(pending)
             except ValueError as exc:
                 self._log.warning(
                     "leader lease annotation unreadable",
@@ -193,3 +214,91 @@ class LeaderElector:
                 self._log.info(
                     "adopted pending verifications from the leader", count=new, holder=self.holder
                 )
+            self._adopt_approvals(approvals)
+
+    def _adopt_approvals(self, published: list[HandedApproval]) -> None:
+        """Keep the leader's approvals waiting here too; settle those it no longer publishes.
+
+        One the leader stopped publishing was decided (or expired) there, and is ``handed``
+        here, never expired a second time. An approval this replica asked for itself and the
+        leader never published (it lost the lease before its first renewal) stays this
+        replica's to expire.
+        """
+        now = self.clock()
+        wanted = {a.approval_id: a for a in published}
+        self._published = frozenset(wanted)
+        self._seen.update(wanted)
+        for pending in self.store.pending_approvals():
+            if pending.approval_id not in wanted and pending.approval_id in self._seen:
+                self.store.settle_approval(pending.approval_id, "handed", self.holder or "", now)
+        added = 0
+        for item in wanted.values():
+            if self.store.approval(item.approval_id) is None:
+                adopt_approval(self.store, item)
+                added += 1
+            if item.thread is not None:
+                self.take_thread(item)
+        if added:
+            self._log.info(
+                "adopted pending approvals from the leader", count=added, holder=self.holder
+            )
+
+
+def handed_approvals(store: AuditStore, thread_of: ThreadOf) -> list[HandedApproval]:
+    """Return the approvals waiting here, with their undos and threads, for the next leader."""
+    out = []
+    for p in store.pending_approvals():
+        s = p.incident.subject
+        out.append(
+            HandedApproval(
+                approval_id=p.approval_id,
+                incident_id=p.incident.incident_id,
+                playbook=p.playbook,
+                cause=p.incident.cause,
+                namespace=s.namespace,
+                model=s.model,
+                pod=s.pod,
+                opened_at=p.incident.opened_at,
+                step_index=p.step_index,
+                action=p.action,
+                params=dict(p.params),
+                approvers=p.approvers,
+                requested_at=p.requested_at,
+                expires_at=p.expires_at,
+                undos=tuple((u.action, u.params) for u in store.undos_by_id(p.undo_ids)),
+                thread=thread_of(p.incident.incident_id, p.approval_id),
+            )
+        )
+    return out
+
+
+def adopt_approval(store: AuditStore, item: HandedApproval) -> None:
+    """Write a handed approval down here, waiting until its deadline, with its undos."""
+    undo_ids: Sequence[int] = [
+        store.add_undo(item.incident_id, item.playbook, action, params, False)
+        for action, params in item.undos
+    ]
+    incident = IncidentEvent(
+        event="updated",
+        incident_id=item.incident_id,
+        cause=item.cause,
+        subject=Subject(item.namespace, item.model, item.pod),
+        at=item.requested_at,
+        confidence=0.0,
+        summary=f"{item.action} of {item.playbook} awaiting approval",
+        evidence={},
+        fix=Fix(""),
+        opened_at=item.opened_at,
+    )
+    store.begin_approval(
+        item.approval_id,
+        incident,
+        item.playbook,
+        item.step_index,
+        item.action,
+        dict(item.params),
+        item.approvers,
+        item.requested_at,
+        item.expires_at,
+        undo_ids,
+    )

@@ -32,7 +32,7 @@ from tritonguard.core.samples import Sample
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import Alert
-from tritonguard.runtime.approvals import Approvals, approval_view, hold_socket
+from tritonguard.runtime.approvals import Approvals, hold_socket, thread_notice
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
 from tritonguard.runtime.incident_charts import chart_maker
@@ -443,9 +443,10 @@ def build_service(
             or incident_from_row(store.incident(incident_id))
         ),
     )
-    env.on_approval = lambda pending, state, by, at: threads.observe_approval(
-        pending.incident.incident_id, approval_view(pending, state, by, at)
-    )
+    threads.adopting = lambda: stage.leader_elsewhere() is None
+    env.on_approval = thread_notice(threads, elector.held_elsewhere if elector else lambda _: False)
+    if elector is not None:
+        elector.thread_of, elector.take_thread = threads.handover, threads.take_over
     approvals, clicks = _approvals(settings, stage, books or [], clock, closers)
     return PlaybookService(
         stage,

@@ -174,6 +174,24 @@ class SlackOutbox:
             (thread, ref.channel, ref.root_ts, now),
         )
 
+    def adopt_thread(
+        self, thread: str, ref: ThreadRef, sent: Iterable[tuple[Outgoing, str]], now: float
+    ) -> None:
+        """Take over a thread another replica posted: where it is and messages already sent.
+
+        ``sent`` are (message, its ts) as that replica's outbox has them; they are never sent
+        again from here, but adopting the thread reads them (the root, an approval request).
+        A thread this outbox already knows keeps its own record.
+        """
+        if self.thread(thread) is None:
+            self.set_thread(thread, ref, now)
+        for item, ts in sent:
+            self._exec(
+                "INSERT OR IGNORE INTO slack_outbox (key, thread, kind, payload, created_at,"
+                " next_at, state, ts) VALUES (?,?,?,?,?,?,'sent',?)",
+                (item.key, item.thread, item.kind, json.dumps(item.as_dict()), now, now, ts),
+            )
+
     def drop_thread(self, thread: str, error: str) -> int:
         """Give up every pending message of a thread whose root cannot be posted."""
         cur = self._exec(
@@ -185,10 +203,14 @@ class SlackOutbox:
 
     def items(self, thread: str) -> list[tuple[Outgoing, str]]:
         """Return a thread's messages with their states, oldest first (adopting a thread)."""
+        return [(item, state) for item, state, _ in self.sent_items(thread)]
+
+    def sent_items(self, thread: str) -> list[tuple[Outgoing, str, str]]:
+        """Return a thread's messages with their states and ts (once sent), oldest first."""
         rows = self._exec(
-            "SELECT payload, state FROM slack_outbox WHERE thread = ? ORDER BY id", (thread,)
+            "SELECT payload, state, ts FROM slack_outbox WHERE thread = ? ORDER BY id", (thread,)
         ).fetchall()
-        return [(Outgoing.from_dict(json.loads(r[0])), str(r[1])) for r in rows]
+        return [(Outgoing.from_dict(json.loads(r[0])), str(r[1]), str(r[2])) for r in rows]
 
     def root_pending(self, thread: str) -> bool:
         """Whether a thread's root waits in the outbox, not posted yet."""

@@ -7,6 +7,10 @@ to the console and the structured log, through the same outbox.
 
 A record or approval of an incident whose thread this process has not seen, but the outbox
 knows (a restart on the same audit database), adopts that thread: its replies go on in it.
+With several replicas the leader hands each waiting approval's thread over with the
+approval (:meth:`SlackThreads.handover`, :meth:`SlackThreads.take_over`), so the next leader
+goes on in it the same way. Only a replica that may act adopts a thread: one that does not
+lead must not post into the leader's.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any
 from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
-from tritonguard.core.slack_message import ApprovalView, ThreadView
+from tritonguard.core.run_handover import HandedApproval
+from tritonguard.core.slack_message import ApprovalView, Message, ThreadView
 from tritonguard.core.slack_thread import (
     ChartMaker,
     Outgoing,
@@ -31,7 +36,13 @@ from tritonguard.core.slack_thread import (
     request_of,
 )
 from tritonguard.logs import get_logger
-from tritonguard.runtime.slack_outbox import Backoff, OutboxWorker, SlackOutbox, Transport
+from tritonguard.runtime.slack_outbox import (
+    Backoff,
+    OutboxWorker,
+    SlackOutbox,
+    ThreadRef,
+    Transport,
+)
 from tritonguard.runtime.slack_transport import ConsoleTransport, SlackTransport
 from tritonguard.settings import Settings
 
@@ -70,6 +81,8 @@ class SlackThreads:
         self.clock = clock
         self.incident = incident
         self._closers = list(closers)
+        # Whether this replica may post into threads it did not open (it leads).
+        self.adopting: Callable[[], bool] = lambda: True
         self._log = get_logger("tritonguard.slack")
         # Incidents the outbox has no thread of (looked up once; this process opens any new one).
         self._unknown: set[str] = set()
@@ -91,14 +104,18 @@ class SlackThreads:
             self._adopt(rec.incident_id, incident)
             self._queue(self.planner.on_record(rec, incident))
 
-    def observe_approval(self, incident_id: str, approval: ApprovalView) -> None:
-        """Take an approval asked for or decided."""
-        self._adopt(incident_id, None)
+    def observe_approval(
+        self, incident_id: str, approval: ApprovalView, incident: IncidentEvent | None = None
+    ) -> None:
+        """Take an approval asked for or decided; ``incident`` as the approval remembers it."""
+        self._adopt(incident_id, incident)
         self._queue(self.planner.on_approval(incident_id, approval))
 
     def _adopt(self, incident_id: str, incident: IncidentEvent | None) -> None:
         """Go on in the thread an earlier run opened for the incident, if the outbox has one."""
         if self.planner.started(incident_id) or incident_id in self._unknown:
+            return
+        if not self.adopting():
             return
         if self.outbox.thread(incident_id) is None and not self.outbox.root_pending(incident_id):
             self._unknown.add(incident_id)
@@ -123,6 +140,71 @@ class SlackThreads:
             requests=requests,
         )
         self._log.info("slack thread adopted", incident=incident_id, messages=len(items))
+
+    def handover(self, incident_id: str, approval_id: str) -> dict[str, Any] | None:
+        """Return where an approval's thread is, for the next leader, or None if not posted.
+
+        The newest root and the approval's request go along (the next leader keeps the root
+        as it is but for the decided buttons, and rewrites the request); ``seq`` is the
+        highest message number used, so the next leader's keys never repeat these.
+        """
+        ref = self.outbox.thread(incident_id)
+        if ref is None:
+            return None
+        rows = self.outbox.sent_items(incident_id)
+        roots = [i for i, state, _ in rows if i.kind in ("post_root", "update_root")]
+        roots = [i for i in roots if i.message is not None]
+        if not roots:
+            return None
+        out: dict[str, Any] = {
+            "channel": ref.channel,
+            "root_ts": ref.root_ts,
+            "seq": max(key_seq(i.key) for i, _, _ in rows),
+            "root": roots[-1].message.as_dict() if roots[-1].message is not None else None,
+        }
+        # As the request's block_id holds it: "approval:<id>" cut at Slack's 255 characters.
+        asked = f"approval:{approval_id}"[:255].removeprefix("approval:")
+        for item, state, ts in rows:
+            message = item.message
+            if (
+                item.kind == "reply"
+                and state == "sent"
+                and message
+                and request_of(message) == asked
+            ):
+                out["request"] = [item.key, ts]
+        return out
+
+    def take_over(self, approval: HandedApproval) -> None:
+        """Know the thread of an approval handed over by the leader (``handover``'s form)."""
+        t = approval.thread or {}
+        try:
+            ref = ThreadRef(str(t["channel"]), str(t["root_ts"]))
+            seq, root = int(t["seq"]), t["root"]
+            message = Message(str(root["text"]), list(root["blocks"]))
+        except (KeyError, TypeError, ValueError):
+            self._log.warning("handed thread unreadable", approval=approval.approval_id)
+            return
+        incident = approval.incident_id
+        meta = {"incident_id": incident}
+        # The root under the highest number the leader used: this replica's keys go on past it.
+        root_key = f"{incident}:{seq:04d}:handed"
+        sent = [
+            (
+                Outgoing(root_key, incident, "update_root", ref.channel, message, metadata=meta),
+                ref.root_ts,
+            )
+        ]
+        request = t.get("request")
+        if isinstance(request, list) and len(request) == 2:
+            # Only what finds the request again: its key, its ts and whose buttons it bore.
+            block = {"type": "actions", "block_id": f"approval:{approval.approval_id}"[:255]}
+            ask = Outgoing(
+                str(request[0]), incident, "reply", ref.channel, Message("", [block]), metadata=meta
+            )
+            sent.append((ask, str(request[1])))
+        self.outbox.adopt_thread(incident, ref, sent, self.clock())
+        self._unknown.discard(incident)
 
     def view(self, incident_id: str) -> ThreadView | None:
         """Return what an incident's thread shows now."""

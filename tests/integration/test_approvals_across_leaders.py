@@ -1,0 +1,112 @@
+"""A pending approval survives a leader change: the next leader waits for it and a click decides it.
+
+Two replicas are built as ``tritonguard run`` builds them, each on its own audit file, with
+leader election on the fake Kubernetes API's Lease, slack_sdk's real Web API and Socket Mode
+clients against the one fake Slack, and the real Kubernetes client scaling the Deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests import playbook_harness
+from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
+from tests.integration import test_slack_approvals as flow
+from tests.integration.test_slack_approvals import (
+    ALICE,
+    Clock,
+    buttons,
+    by_status,
+    click,
+    connect,
+    root,
+    service_of,
+    settle,
+    wait_for,
+)
+from tritonguard.core.slack_message import APPROVE_ACTION, REJECT_ACTION
+from tritonguard.runtime.playbook_service import PlaybookService
+from tritonguard.settings import KubeSettings
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[FakeKube]:
+    """Yield a fake API server with the lease's namespace and a Deployment of two replicas."""
+    async with FakeKube() as server:
+        server.add_namespace("tritonguard")
+        server.add_namespace("prod")
+        server.add_deployment("prod", "triton", replicas=2)
+        yield server
+
+
+def replica(
+    tmp_path: Path, name: str, slack: FakeSlack, kube: FakeKube, clock: Clock
+) -> PlaybookService:
+    """Build replica ``name`` on its own audit file, electing a leader on the shared Lease."""
+    (tmp_path / name).mkdir()
+    s = flow.settings(tmp_path / name, slack, kube)
+    s = s.model_copy(
+        update={
+            "kube": KubeSettings(
+                kubeconfig=s.kube.kubeconfig, leader_election=True, identity=f"tritonguard-{name}"
+            )
+        }
+    )
+    return service_of(s, clock)
+
+
+async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
+    tmp_path: Path, fake_slack: FakeSlack, kube: FakeKube
+) -> None:
+    """The leader asks, publishes the approval on the Lease and stops; the next one decides it.
+
+    The follower adopts the approval (same deadline) and its thread. Once it leads, its
+    Socket Mode connection takes the click on the old leader's buttons: the scale runs there,
+    and the decision and the steps after it go into the one thread, whose root and request
+    lose their buttons.
+    """
+    clock = Clock()
+    a = replica(tmp_path, "a", fake_slack, kube, clock)
+    b = replica(tmp_path, "b", fake_slack, kube, clock)
+    try:
+        assert a.elector is not None and b.elector is not None
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
+        for replica_ in (a, b):
+            replica_.after_evaluation([event], clock.now)
+            await settle(replica_)
+        [asked] = a.store.pending_approvals()
+        assert by_status(b, "awaiting_approval") == []
+        assert buttons(root(fake_slack)) == [APPROVE_ACTION, REJECT_ACTION]
+
+        assert await a.elector.step()  # the renewal publishes the approval
+        assert not await b.elector.step()  # the follower adopts it
+        [handed] = b.store.pending_approvals()
+        assert (handed.approval_id, handed.expires_at) == (asked.approval_id, asked.expires_at)
+        await a.close()  # releases the Lease
+
+        assert await b.elector.step()
+        await connect(b, fake_slack)
+        clock.now += 60
+        await click(fake_slack, root(fake_slack), APPROVE_ACTION, ALICE)
+        await wait_for(lambda: bool(by_status(b, "approved")))
+        await settle(b)
+
+        assert kube.replicas("Deployment", "prod", "triton") == 3
+        [approved] = by_status(b, "approved")
+        assert approved.detail["decided_by"] == ALICE
+        message = root(fake_slack)  # still the one root: no second thread
+        assert buttons(message) == []
+        assert f"`kubernetes.scale` approved by <@{ALICE}>" in str(message.blocks)
+        thread = fake_slack.thread_of(message)
+        assert not [m for m in thread if buttons(m)]
+        said = "\n".join(m.text for m in thread)
+        assert said.count("Approved*") == 1
+        assert "added a replica to resnet" in said
+    finally:
+        await b.close()
