@@ -67,7 +67,8 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
     The follower adopts the approval (same deadline) and its thread. Once it leads, its
     Socket Mode connection takes the click on the old leader's buttons: the scale runs there,
     and the decision and the steps after it go into the one thread, whose root and request
-    lose their buttons.
+    lose their buttons. The old leader, a follower now, settles its own copy as handed once
+    the new leader stops publishing it, and does not expire it at the deadline.
     """
     clock = Clock()
     a = replica(tmp_path, "a", fake_slack, kube, clock)
@@ -88,9 +89,10 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
         assert not await b.elector.step()  # the follower adopts it
         [handed] = b.store.pending_approvals()
         assert (handed.approval_id, handed.expires_at) == (asked.approval_id, asked.expires_at)
-        await a.close()  # releases the Lease
+        await a.elector.release()
 
         assert await b.elector.step()
+        assert not await a.elector.step()  # a follows: b publishes the approval it holds
         await connect(b, fake_slack)
         clock.now += 60
         await click(fake_slack, root(fake_slack), APPROVE_ACTION, ALICE)
@@ -108,5 +110,16 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
         said = "\n".join(m.text for m in thread)
         assert said.count("Approved*") == 1
         assert "added a replica to resnet" in said
+
+        assert await b.elector.step()  # decided: no longer published
+        assert not await a.elector.step()
+        found = a.store.approval(asked.approval_id)
+        assert found is not None and found[1]["state"] == "handed"
+        clock.now = asked.expires_at + 1
+        a.after_evaluation([], clock.now)
+        await settle(a)
+        assert by_status(a, "expired") == []
+        assert "Expired" not in "\n".join(m.text for m in fake_slack.thread_of(message))
     finally:
+        await a.close()
         await b.close()
