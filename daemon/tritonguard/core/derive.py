@@ -101,7 +101,10 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         symptom=symptom,
         birth=birth,
         latency_spikes=spikes,
-        reload_events=reload_events(reader, key, now, t, _healthy_compute(base)),
+        # The spikes' per-scrape latency spans the period lookback, as the reload signs' does.
+        reload_events=reload_events(
+            reader, key, now, t, _healthy_compute(base), per_request=per_scrape
+        ),
         scrape_queue=since_shift(
             [v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s],
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,

@@ -144,6 +144,18 @@ class FeatureSet:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def _by_label(series: Iterable[Series], name: str) -> dict[str, list[Series]]:
+    """Return the series by one label's value, each group in the given order.
+
+    One pass over a subject's series instead of one per value asked for; the order within a
+    group is the filter's, so sums over it add in the same order.
+    """
+    out: dict[str, list[Series]] = {}
+    for s in series:
+        out.setdefault(label(s.labels, name), []).append(s)
+    return out
+
+
 def _div(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
@@ -182,6 +194,7 @@ class FeatureReader:
         self._nodes: _NodeCpu | None = None
         self._serving_memo: dict[tuple[str, str, str, str], list[Series]] = {}
         self._in_ns: dict[tuple[str, str], list[Series]] = {}
+        self._intervals: dict[SubjectKey, float] = {}
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""
@@ -244,6 +257,13 @@ class FeatureReader:
 
     def interval(self, key: SubjectKey) -> float:
         """Scrape interval of a subject (median spacing of its request counter)."""
+        # Asked for by the features, the birth and the reload signs of every subject.
+        held = self._intervals.get(key)
+        if held is None:
+            held = self._intervals[key] = self._interval(key)
+        return held
+
+    def _interval(self, key: SubjectKey) -> float:
         for s in self.series("nv_inference_request_success", key) or self.series(
             "nv_inference_exec_count", key
         ):
@@ -350,13 +370,11 @@ class FeatureReader:
             if before:
                 f.pending_change = f.pending - sum(before)
 
-        def quantile(family: str, q: str) -> float | None:
-            ss = [s for s in self.series(family, key) if label(s.labels, "quantile") == q]
-            return self.latest_max(ss, max_age)
-
-        f.p50_us = quantile("nv_inference_request_summary_us", "0.5")
-        f.p99_us = quantile("nv_inference_request_summary_us", "0.99")
-        f.queue_p99_us = quantile("nv_inference_queue_summary_us", "0.99")
+        request_q = _by_label(self.series("nv_inference_request_summary_us", key), "quantile")
+        queue_q = _by_label(self.series("nv_inference_queue_summary_us", key), "quantile")
+        f.p50_us = self.latest_max(request_q.get("0.5", ()), max_age)
+        f.p99_us = self.latest_max(request_q.get("0.99", ()), max_age)
+        f.queue_p99_us = self.latest_max(queue_q.get("0.99", ()), max_age)
         if f.p99_us is None:
             # Histograms, where the server exports them instead: quantiles of what the window
             # observed (summaries slide over minutes), in µs.
@@ -376,10 +394,9 @@ class FeatureReader:
         if fails:
             total = self.rate(fails, start, end)
             f.failure_rate = total
+            reasons = _by_label(fails, "reason")
             by = {
-                r: self.rate(
-                    [s for s in fails if label(s.labels, "reason") == r.upper()], start, end
-                )
+                r: self.rate(reasons.get(r.upper(), ()), start, end)
                 for r in ("rejected", "canceled", "backend", "other")
             }
             # A reason absent from the exposition while others are present is zero, not unknown:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from statistics import median
 
 from tritonguard.core.features import FeatureReader, SubjectKey
@@ -44,6 +45,7 @@ def cold_bursts(
     now: float,
     t: Thresholds,
     healthy_us: float | None = None,
+    per_request: list[tuple[float, float]] | None = None,
 ) -> list[float]:
     """Return when bursts of cold-like executions began while the model served.
 
@@ -61,10 +63,13 @@ def cold_bursts(
     merely slow ones. A burst still running is not yet a reload sign. Warm is judged
     against ``healthy_us`` (the baseline's compute per request) when it is lower than the
     median: a lasting slowdown becomes the median of the lookback, and its worst scrapes
-    would then read as bursts ending in a "warm" model.
+    would then read as bursts ending in a "warm" model. ``per_request`` is
+    ``per_scrape_ratio(latency, succ, horizon, now)`` when the caller already has it.
     """
     per_exec = per_scrape_ratio(comp, succ, horizon, now)
-    per_req = dict(per_scrape_ratio(latency, succ, horizon, now))
+    if per_request is None:
+        per_request = per_scrape_ratio(latency, succ, horizon, now)
+    per_req = dict(per_request)
     if len(per_exec) < 4 or len(per_req) < 4:
         return []
     typical = median(v for _, v in per_exec)
@@ -119,9 +124,11 @@ def cold_tail_scrapes(
         into = p50 if q == "0.5" else p99 if q == "0.99" else None
         if into is None:
             continue
-        for at, v in zip(s.times, s.values, strict=True):
-            if horizon < at <= now:
-                into[at] = into.get(at, 0.0) + v
+        times, values = s.times, s.values
+        # Times are strictly increasing: the points in (horizon, now] are one run of them.
+        for k in range(bisect_right(times, horizon), bisect_right(times, now)):
+            at = times[k]
+            into[at] = into.get(at, 0.0) + values[k]
     out = []
     for at, mean in per_scrape_ratio(infer, succ, horizon, now):
         lo, hi = p50.get(at), p99.get(at)
@@ -136,11 +143,15 @@ def reload_events(
     now: float,
     t: Thresholds,
     healthy_compute_us: float | None = None,
+    *,
+    per_request: list[tuple[float, float]] | None = None,
 ) -> list[tuple[float, str]]:
     """Return (time, kind) of every reload sign within the period lookback, oldest first.
 
     Counter resets a container restart explains (kube-state-metrics) are the pod restarting,
     not a reload: they are left out, so a crash loop does not read as repository churn.
+    ``per_request`` is the per-scrape latency over the period lookback, when the caller has
+    it (``derive`` does, for the spikes): the same ratio is not taken twice.
     """
     horizon = now - t.period_lookback_s
     out: set[tuple[float, str]] = set()
@@ -166,7 +177,14 @@ def reload_events(
     comp = [x for name in _COMPUTE for x in reader.series(name, key)]
     latency = reader.series("nv_inference_request_duration_us", key)
     bursts = cold_bursts(
-        comp, succ, latency, horizon=horizon, now=now, t=t, healthy_us=healthy_compute_us
+        comp,
+        succ,
+        latency,
+        horizon=horizon,
+        now=now,
+        t=t,
+        healthy_us=healthy_compute_us,
+        per_request=per_request,
     )
     for at in bursts:
         # A new model's first executions are its cold start, not a reload of a serving one.

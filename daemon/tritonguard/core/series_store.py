@@ -475,17 +475,27 @@ class SeriesStore:
         horizon = now - self.retention_s
         dropped = 0
         gone: dict[str, list[Series]] = {}
-        for key, series in list(self._series.items()):
-            if series.last_time < horizon:
-                del self._series[key]
-                del self._by_name[key[0]][key[1]]
-                self.points -= len(series.times)
-                series.scrape_key = DROPPED
-                dropped += 1
-                if key[0] in self._indexes:
-                    gone.setdefault(key[0], []).append(series)
-            else:
-                self.points -= series.trim(horizon)
+        trimmed = 0
+        stale: list[tuple[SeriesKey, Series]] = []
+        for key, series in self._series.items():
+            times = series.times
+            if times[-1] < horizon:
+                stale.append((key, series))
+            elif (len(times) > 1 and times[1] < horizon) or (
+                series.resets and series.resets[0] < horizon
+            ):
+                # Only a series with a point (past its rate anchor) or a reset older than the
+                # horizon has anything to trim; the others are passed over without a call.
+                trimmed += series.trim(horizon)
+        self.points -= trimmed
+        for key, series in stale:
+            del self._series[key]
+            del self._by_name[key[0]][key[1]]
+            self.points -= len(series.times)
+            series.scrape_key = DROPPED
+            dropped += 1
+            if key[0] in self._indexes:
+                gone.setdefault(key[0], []).append(series)
         if dropped:
             self.generation += 1
         for name, series_gone in gone.items():
