@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmarks.detection_eval import FIXTURES, VARIANTS, traces
 from tritonguard.core.engine import Engine, EngineConfig
+from tritonguard.core.findings import CAUSES
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample
 from tritonguard.sources.replay import load_trace
@@ -71,10 +72,14 @@ class Point:
 
     trace: str
     variant: str
+    expected: str | None  # the labelled cause; None on a healthy trace
     cause: str
     confidence: float
     at_s: float  # since the onset
     right: bool
+    # The most confident finding of its evaluation on its subject (ties as the incident book
+    # breaks them): the one an incident would open on, where the others ride as secondary.
+    primary: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,20 +142,30 @@ def at_or_above(points: Sequence[Point], edge: float) -> tuple[int, int]:
 
 
 def recommend(points: Sequence[Point], target: float = TARGET, bins: int = BINS) -> float | None:
-    """Return the lowest bin edge from which every higher bar keeps ``target`` of points right.
+    """Return the lowest edge of a non-empty bin from which every higher bar keeps ``target``.
 
-    None when no edge does (even the top bin is wrong too often) or there are no points.
+    A bar between two bins acts on the same points as the upper bin's edge, so only the edges
+    of bins holding points are candidates. None when no edge does (even the top bin is wrong
+    too often) or there are no points.
     """
     best: float | None = None
-    for i in reversed(range(bins)):
-        edge = i / bins
-        n, right = at_or_above(points, edge)
-        if n == 0:
-            continue
+    for i in sorted({bin_index(p.confidence, bins) for p in points}, reverse=True):
+        n, right = at_or_above(points, i / bins)
         if right / n < target:
             break
-        best = edge
+        best = i / bins
     return best
+
+
+def confusions(points: Iterable[Point], bar: float) -> list[tuple[str, str, int, int]]:
+    """Return (labelled, named, count, of them primary) of wrong points at or above ``bar``."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for p in points:
+        if not p.right and p.confidence + EPS >= bar:
+            c = counts.setdefault((p.expected or "healthy", p.cause), [0, 0])
+            c[0] += 1
+            c[1] += p.primary
+    return sorted(((e, n, c, pr) for (e, n), (c, pr) in counts.items()), key=lambda r: -r[2])
 
 
 @functools.cache
@@ -171,20 +186,38 @@ def collect(job: Job) -> tuple[list[Point], list[Point]]:
     incidents: list[Point] = []
     for t, events in drive(engine, samples, eval_interval_s=eval_interval):
         for key, diagnosis in engine.last_diagnoses.items():
-            if key[2] != label.model:
+            if key[2] != label.model or not diagnosis.findings:
                 continue
+            top = max(diagnosis.findings, key=lambda f: (f.confidence, -CAUSES.index(f.cause)))
             for f in diagnosis.findings:
                 right = label.judge(f.cause, t)
                 if right is not None:
                     findings.append(
-                        Point(name, variant, f.cause, f.confidence, t - label.onset, right)
+                        Point(
+                            name,
+                            variant,
+                            label.cause,
+                            f.cause,
+                            f.confidence,
+                            t - label.onset,
+                            right,
+                            f is top,
+                        )
                     )
         for e in events:
             if e.event == "opened" and e.subject.model == label.model:
                 right = label.judge(e.cause, e.at)
                 if right is not None:
                     incidents.append(
-                        Point(name, variant, e.cause, e.confidence, e.at - label.onset, right)
+                        Point(
+                            name,
+                            variant,
+                            label.cause,
+                            e.cause,
+                            e.confidence,
+                            e.at - label.onset,
+                            right,
+                        )
                     )
     return findings, incidents
 
@@ -207,24 +240,24 @@ def reliability_table(points: Sequence[Point]) -> str:
 
 
 def bar_table(points: Sequence[Point]) -> str:
-    """Return what a playbook at each ``min_confidence`` bar would act on."""
+    """Return what a playbook would act on at each bar: the lower edges of non-empty bins."""
     lines = [
         "| min_confidence | incidents at or above | right | fraction right (95 % low) |",
         "|---|---|---|---|",
     ]
-    for i in range(BINS):
+    for i in sorted({bin_index(p.confidence) for p in points}):
         n, right = at_or_above(points, i / BINS)
-        if n and (i == 0 or n != at_or_above(points, (i - 1) / BINS)[0]):
-            lines.append(
-                f"| {i / BINS:.1f} | {n} | {right} | {right / n:.2f} "
-                f"({wilson_lower(right, n):.2f}) |"
-            )
+        lines.append(
+            f"| {i / BINS:.1f} | {n} | {right} | {right / n:.2f} ({wilson_lower(right, n):.2f}) |"
+        )
     return "\n".join(lines)
 
 
 def wrong_table(points: Sequence[Point]) -> str:
     """Return the wrong incidents, most confident first."""
     wrong = sorted((p for p in points if not p.right), key=lambda p: -p.confidence)
+    if not wrong:
+        return "None."
     lines = [
         "| trace | variant | cause named | confidence | onset → opened |",
         "|---|---|---|---|---|",
@@ -262,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("Findings, one per evaluation and cause:\n")
     print(reliability_table(findings))
+    print("\nThe most confident finding of each evaluation only:\n")
+    print(reliability_table([f for f in findings if f.primary]))
+    print("\nWrong findings at 0.6 or above (labelled cause, cause named):\n")
+    print("| labelled | named | findings | of them the most confident |\n|---|---|---|---|")
+    for expected, named, count, primary in confusions(findings, 0.6):
+        print(f"| {expected} | {named} | {count} | {primary} |")
     print("\nOpened incidents:\n")
     print(reliability_table(incidents))
     print()

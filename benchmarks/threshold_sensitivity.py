@@ -257,14 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         f"variants {', '.join(variants)}; integer counts move by one.\n"
     )
     print(table(found, results, variants))
-    flips = sum(
-        1
-        for x in found
-        for side in ("low", "high")
-        if f"{x.name}:{side}" in results
-        and any(worse(c) for c in changes(results["default"], results[f"{x.name}:{side}"]))
-    )
-    print(f"\n{flips} of {2 * len(found)} steps make a verdict worse than at the defaults.")
+    tried = [k for k in results if k != "default"]
+    flips = [k for k in tried if any(worse(c) for c in changes(results["default"], results[k]))]
+    print(f"\n{len(flips)} of {len(tried)} steps make a verdict worse than at the defaults.")
     return 0
 
 

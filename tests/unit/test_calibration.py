@@ -12,6 +12,7 @@ from benchmarks.calibration import (
     Point,
     at_or_above,
     bin_index,
+    confusions,
     expected_calibration_error,
     recommend,
     reliability,
@@ -21,7 +22,7 @@ from benchmarks.calibration import (
 
 def point(confidence: float, right: bool, cause: str = "batching_delay") -> Point:
     """Return a judged point on a made-up trace."""
-    return Point("t", "native", cause, confidence, 10.0, right)
+    return Point("t", "native", "batching_delay", cause, confidence, 10.0, right)
 
 
 @pytest.mark.parametrize(
@@ -67,13 +68,21 @@ def test_wilson_lower_bound_is_below_the_fraction_and_tightens_with_count() -> N
 def test_the_bar_is_the_lowest_edge_from_which_every_higher_one_keeps_95_percent() -> None:
     """A wrong incident at 0.65 among 15 right pushes the bar to 0.7; an unsafe top bin: no bar."""
     right = [point(0.75, True)] * 10 + [point(0.95, True)] * 5
-    assert recommend(right) == 0.0
+    # The lowest bin holding incidents is the lowest bar that acts on all of them.
+    assert recommend(right) == 0.7
     assert recommend([*right, point(0.65, False)]) == 0.7
     assert at_or_above([*right, point(0.65, False)], 0.6) == (16, 15)
-    # Forty right incidents outweigh one wrong one: 40 of 41 still clears 95 %.
-    assert recommend([*right * 3, point(0.65, False)]) == 0.0
+    # Forty-five right incidents outweigh one wrong one: 45 of 46 still clears 95 %.
+    assert recommend([*right * 3, point(0.65, False)]) == 0.6
     assert recommend([point(0.95, True), point(0.95, False)]) is None
     assert recommend([]) is None
+
+
+def test_confusions_count_wrong_points_at_the_bar_by_labelled_and_named_cause() -> None:
+    """Right points and those under the bar are left out; secondary ones are told apart."""
+    wrong = Point("t", "native", "retry_storm", "too_few_instances", 0.7, 5.0, False, False)
+    found = confusions([wrong, wrong, point(0.9, True), point(0.5, False)], 0.6)
+    assert found == [("retry_storm", "too_few_instances", 2, 0)]
 
 
 def test_the_judge_reads_the_phase_and_the_cause() -> None:
