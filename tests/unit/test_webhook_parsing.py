@@ -45,10 +45,15 @@ def test_nesting_is_measured_outside_strings(text: str, depth: int) -> None:
     ids=["escaped-quotes", "trailing-backslash", "quotes", "flat", "deep"],
 )
 def test_the_depth_check_is_linear_on_hostile_bodies(text: str) -> None:
-    """A megabyte crafted against string scanning is measured in well under a second."""
+    """A megabyte crafted against string scanning is measured, not scanned again and again.
+
+    Linear, it takes milliseconds; a scan that restarts at each quote or bracket would take
+    hours on a megabyte. The bound is that gap, not a speed: a loaded CI machine is far
+    inside it (the speed itself is for benchmarks).
+    """
     started = time.perf_counter()
-    nesting_exceeds(text, 32)
-    assert time.perf_counter() - started < 0.5
+    assert nesting_exceeds(text, 32) is text.startswith("[[")
+    assert time.perf_counter() - started < 10.0
 
 
 def test_an_unterminated_string_hides_no_depth_the_parser_would_reach() -> None:
