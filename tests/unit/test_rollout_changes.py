@@ -164,3 +164,21 @@ def test_the_event_says_what_rolled_out_when_and_the_config_diff() -> None:
     assert "After: rolled out 40 s before onset by Deployment triton-a revision 7" in (
         alone_note.note
     )
+
+
+def test_a_rollouts_new_pod_is_compared_with_its_peers_config_at_its_first_read() -> None:
+    """Discovery saying a pod is a new revision's makes its first read a diff against peers.
+
+    Its counters need not show a birth (a Triton that served before the first scrape): the
+    rollout does. A pod of a first revision (nothing to roll from) is not compared.
+    """
+    engine = Engine()
+    old = {"dynamic_batching": {"max_queue_delay_microseconds": 500}}
+    engine.note_model_config(Subject("ml", "ranker", "triton-b-0"), old, at=1000.0)
+    engine.note_rollout("ml", "triton-a-7-x", ROLLOUT)
+    raised = {"dynamic_batching": {"max_queue_delay_microseconds": 150000}}
+    change = engine.note_model_config(Subject("ml", "ranker", "triton-a-7-x"), raised, at=1010.0)
+    assert change is not None and change.against.startswith("pod triton-b-0")
+    first = rollout_of("ml", revision(1, template("t:1", {})), [], seen_at=1000.0)
+    engine.note_rollout("ml", "triton-c-1-x", first)
+    assert engine.note_model_config(Subject("ml", "ranker", "triton-c-1-x"), raised, 1010.0) is None

@@ -90,7 +90,12 @@ class Engine:
         key = (subject.namespace, subject.pod, subject.model)
         when = at if at is not None else (self.last_evaluated or 0.0)
         born = self.store.index("nv_inference_request_success").by_subject.get(key, ())
-        change = self.changes.read(key, config, when, newborn=any(s.born is not None for s in born))
+        change = self.changes.read(
+            key,
+            config,
+            when,
+            newborn=any(s.born is not None for s in born) or self._rolled_out(subject, when),
+        )
         parsed = parse_model_config(config)
         self._configs[(subject.namespace, subject.pod, subject.model)] = parsed
         self._configs[(subject.namespace, "", subject.model)] = parsed
@@ -109,6 +114,20 @@ class Engine:
                 if (ns, p) == (namespace, pod):
                     self.book.config_read(Subject(namespace=ns, model=model, pod=p))
         return news
+
+    def _rolled_out(self, subject: Subject, at: float) -> bool:
+        """Whether the subject's pod is a recent rollout's, from an earlier revision.
+
+        Its first config read is then compared with its peers', as a pod born under
+        observation is: discovery says it is new even when its counters cannot (a Triton
+        that served its warm-up or first requests before the first scrape).
+        """
+        if not subject.pod:
+            return False
+        rollout = self.rollouts.preceding(
+            subject.namespace, subject.pod, at, self.t.baseline_lookback_s
+        )
+        return rollout is not None and rollout.previous_name is not None
 
     def change_before(self, subject: Subject, onset: float) -> ConfigChange | None:
         """Return the change an incident on ``subject`` opened at ``onset`` followed.
