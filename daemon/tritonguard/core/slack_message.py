@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from tritonguard.core import humanize
 from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.config_patch import Change
 from tritonguard.core.findings import Evidence, IncidentEvent
 from tritonguard.core.severity import Severity
 from tritonguard.core.slack_templates import SlackTemplates
@@ -446,21 +447,49 @@ def approval_blocks(approval: ApprovalView) -> list[JsonObj]:
 
 
 def what_changed(ev: IncidentEvent) -> str:
-    """Return the config change the incident followed, leaf by leaf, and when it was seen."""
+    """Return the change the incident followed, leaf by leaf, and when it was seen.
+
+    The model-config diff first, then the rollout the pod came from (revision, when, and its
+    pod-template diff), when there was one.
+    """
     change = ev.change
     if change is None:
         return ""
-    lead = ev.opened_at - change.at_latest
-    when = f"read {humanize.seconds(lead)} before it opened" if lead > 0 else "read as it opened"
-    lines = [f"*What changed* ({when}, against the {escape(change.against)})"]
-    lines += [
-        f"• `{escape(c.path)}`: {escape(_plain(c.old))} → {escape(_plain(c.new))}"
-        for c in change.changes[:CHANGE_LEAVES]
+    lines: list[str] = []
+    if change.changes:
+        lead = ev.opened_at - change.at_latest
+        when = (
+            f"read {humanize.seconds(lead)} before it opened" if lead > 0 else "read as it opened"
+        )
+        lines.append(f"*What changed* ({when}, against the {escape(change.against)})")
+        lines += _leaves(change.changes)
+    rollout = change.rollout
+    if rollout is not None:
+        lead = ev.opened_at - rollout.at
+        when = f"{humanize.seconds(lead)} before it opened" if lead > 0 else "as it opened"
+        against = (
+            f"against revision {rollout.previous}"
+            if rollout.previous is not None
+            else "no earlier revision kept"
+        )
+        head = "*Rolled out*" if change.changes else "*What changed*: a rollout"
+        lines.append(f"{head} {when}: {escape(rollout.headline())} ({against})")
+        lines += _leaves(rollout.changes)
+    return cut("\n".join(lines), MAX_TEXT)
+
+
+def _leaves(changes: Sequence[Change]) -> list[str]:
+    def shown(value: Any) -> str:
+        # A container's args or command is a list of words, shown as the shell would.
+        return escape(_plain(" ".join(map(str, value)) if isinstance(value, list) else value))
+
+    lines = [
+        f"• `{escape(c.path)}`: {shown(c.old)} → {shown(c.new)}" for c in changes[:CHANGE_LEAVES]
     ]
-    more = len(change.changes) - CHANGE_LEAVES
+    more = len(changes) - CHANGE_LEAVES
     if more > 0:
         lines.append(f"• and {more} more")
-    return cut("\n".join(lines), MAX_TEXT)
+    return lines
 
 
 def root_message(view: ThreadView, now: float | None = None) -> Message:
