@@ -333,6 +333,7 @@ async def test_a_pending_approval_survives_a_restart(
         assert buttons(first_root) == []
         assert [b["block_id"] for b in first_root.blocks if b.get("block_id") == "evidence"]
         assert f"`kubernetes.scale` approved by <@{ALICE}>" in str(first_root.blocks)
+        assert "waits for approval" not in str(first_root.blocks)
         thread = fake_slack.thread_of(first_root)
         assert not [m for m in thread if buttons(m)]
         said = "\n".join(m.text for m in thread)

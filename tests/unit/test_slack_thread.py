@@ -184,4 +184,7 @@ def test_an_adopted_thread_keeps_its_root_and_numbers_on() -> None:
     assert "approval:apr-1" not in str(new_root.blocks)
     assert "approved by <@U0ALICE001>" in str(new_root.blocks)
     assert "from the audit row" not in str(new_root.blocks)
+    [done] = [b for b in new_root.blocks if b.get("block_id") == "done"]
+    assert "waits for approval" not in done["text"]["text"]
+    assert "— approved by <@U0ALICE001>" in done["text"]["text"]
     assert new_root.blocks[0] == root.message.blocks[0]

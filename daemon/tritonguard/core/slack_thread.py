@@ -35,6 +35,7 @@ from tritonguard.core.slack_message import (
     approval_decision_reply,
     approval_request_reply,
     chart_comment,
+    mention,
     note_reply,
     record_reply,
     resolution_reply,
@@ -376,13 +377,36 @@ class ThreadPlanner:
 
 
 def decided_root(root: Message, approvals: Iterable[ApprovalView]) -> Message:
-    """Return ``root`` with each decided approval's buttons replaced by its decision."""
-    decided = {f"approval:{a.approval_id}"[:255]: a for a in approvals if a.state != "pending"}
+    """Return ``root`` with each decided approval's buttons replaced by its decision.
+
+    Its line under "What was done" (``waits for approval by …``) says the decision too.
+    """
+    ended = [a for a in approvals if a.state != "pending"]
+    decided = {f"approval:{a.approval_id}"[:255]: a for a in ended}
     blocks: list[dict[str, Any]] = []
     for block in root.blocks:
         a = decided.get(str(block.get("block_id", "")))
-        blocks.extend(approval_blocks(a) if a is not None else [block])
+        if a is not None:
+            blocks.extend(approval_blocks(a))
+        elif block.get("block_id") == "done" and isinstance(block.get("text"), dict):
+            text = str(block["text"].get("text", ""))
+            blocks.append({**block, "text": {**block["text"], "text": _decided_lines(text, ended)}})
+        else:
+            blocks.append(block)
     return Message(root.text, blocks)
+
+
+def _decided_lines(text: str, ended: list[ApprovalView]) -> str:
+    lines = text.split("\n")
+    for a in ended:
+        waits = f"⏳ `{a.action}` — {a.what} — waits for approval"
+        by = f" by {mention(a.decided_by)}" if a.decided_by else ""
+        mark = {"approved": "👍", "rejected": "🛑"}.get(a.state, "⌛")
+        lines = [
+            f"{mark} `{a.action}` — {a.what} — {a.state}{by}" if x.startswith(waits) else x
+            for x in lines
+        ]
+    return "\n".join(lines)
 
 
 def key_seq(key: str) -> int:
