@@ -61,7 +61,7 @@ STATUS_MARK: dict[str, str] = {
     "cancelled": "⛔",
     "resumed": "🔁",
 }
-ApprovalState = Literal["pending", "approved", "rejected", "expired", "abandoned"]
+ApprovalState = Literal["pending", "approved", "rejected", "expired"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,7 +608,6 @@ def approval_decision_reply(approval: ApprovalView) -> Message:
         "approved": f"👍 *Approved*{by}: `{approval.action}` runs now",
         "rejected": f"🛑 *Rejected*{by}: `{approval.action}` is dropped",
         "expired": f"⌛ *Expired*: nobody decided on `{approval.action}` in time; it is dropped",
-        "abandoned": f"⌛ *Abandoned*: the daemon stopped while `{approval.action}` waited",
     }.get(approval.state, approval.state)
     return Message(cut(verdict, MAX_FALLBACK), [_section(verdict)])
 
