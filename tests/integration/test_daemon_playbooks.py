@@ -156,7 +156,11 @@ async def test_dry_run_plans_are_audited_and_shown_on_api_incidents(
             history = await resp.json()
         async with http.get(f"{base}/readyz") as resp:
             ready = await resp.json()
+        async with http.get(f"{base}/metrics") as resp:
+            exported = await resp.text()
     assert ready["dry_run"] == {"notify": True, "remediate": True}
+    # The Slack outbox's state is on /metrics from the start (nothing to deliver here).
+    assert "tritonguard_slack_outbox_pending 0.0" in exported
     [incident] = body["incidents"]
     # The audit trail lists it too, with the id `tritonguard test --from-incident` takes.
     assert [h["incident_id"] for h in history["incidents"]] == [incident["id"]]

@@ -36,6 +36,7 @@ from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.playbook_reloader import ReloadState
 from tritonguard.runtime.pod_discovery import PodDiscovery, PodWatchApi
 from tritonguard.runtime.self_metrics import SelfMetrics
+from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, split_listen
 from tritonguard.sources.prometheus import PrometheusSource
@@ -66,6 +67,10 @@ class PlaybookHooks(Protocol):
     @property
     def alerts(self) -> AlertBook:
         """Return the firing Alertmanager alerts playbooks match on (bounded)."""
+        ...
+
+    def slack_delivery(self) -> DeliveryStats:
+        """Return how the Slack outbox's delivery stands, for /metrics."""
         ...
 
     def recorder_memory(self) -> tuple[int, int]:
@@ -165,6 +170,7 @@ class DaemonApp:
         if playbooks is not None:
             playbooks.subscribe(self.metrics.observe_actions)
             self.metrics.watch_alert_book(playbooks.alerts)
+            self.metrics.watch_slack_outbox(playbooks.slack_delivery)
         self._memory_log = LogThrottle(60.0)
         # Why the webhook is off although a token was configured (an unreadable token_file).
         self._webhook_problem: str | None = None
