@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 
 from tests.unit.synthetic import START, Phase, samples_of, triton_model
-from tritonguard.actions.registry import ActionFailed
-from tritonguard.actions.triton_revert_config import revert_patch
+from tritonguard.actions.registry import ActionContext, ActionFailed
+from tritonguard.actions.triton_revert_config import RevertConfigParams, revert_config, revert_patch
 from tritonguard.cli.main import main
-from tritonguard.core.config_changes import ChangeTimeline, config_diff
+from tritonguard.core.config_changes import ChangeTimeline, ConfigChange, config_diff
 from tritonguard.core.config_info import config_sample
 from tritonguard.core.engine import Engine
-from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.replay import drive
+from tritonguard.core.rollout_changes import RolloutChange
 from tritonguard.core.trace_writer import render_trace_gz
 from tritonguard.sources.replay import load_trace
 
@@ -240,3 +241,27 @@ def test_an_open_incident_is_announced_again_once_the_new_config_is_read() -> No
     first = after[0]
     assert first.event == "updated" and first.at - opened.at <= 5.0
     assert "max_queue_delay 100 ms" in first.summary and first.change is not None
+
+
+async def test_revert_config_refuses_a_change_that_is_only_a_rollout() -> None:
+    """A rollout that changed no model config has nothing for revert_config to put back.
+
+    It fails with the reason and what would undo a rollout, rather than record a no-op run.
+    """
+    rollout = RolloutChange("prod", "Deployment", "ranker", 7, "ranker-7f9", 100.0, 100.0)
+    incident = IncidentEvent(
+        event="opened",
+        incident_id="inc-1",
+        cause="batching_delay",
+        subject=Subject("prod", "ranker", "ranker-7f9-x"),
+        at=130.0,
+        confidence=0.9,
+        summary="queue",
+        evidence={},
+        fix=Fix("lower the delay"),
+        opened_at=130.0,
+        change=ConfigChange.of_rollout("ranker", rollout),
+    )
+    ctx = ActionContext(subject=incident.subject, event=incident, playbook="p", bounds={})
+    with pytest.raises(ActionFailed, match="kubectl rollout undo"):
+        await revert_config(ctx, RevertConfigParams())

@@ -48,6 +48,12 @@ def _change(ctx: ActionContext) -> ConfigChange:
         )
     if change.model != ctx.subject.model:
         raise ActionFailed(f"the change was to {change.model}, not {ctx.subject.model}")
+    if not change.changes:
+        raise ActionFailed(
+            f"nothing to revert on {ctx.subject.key()}: the change before this incident "
+            "changed no model config (a rollout of the pod template: `kubectl rollout undo` "
+            "puts that back)"
+        )
     return change
 
 
