@@ -188,3 +188,21 @@ def test_an_adopted_thread_keeps_its_root_and_numbers_on() -> None:
     assert "waits for approval" not in done["text"]["text"]
     assert "— approved by <@U0ALICE001>" in done["text"]["text"]
     assert new_root.blocks[0] == root.message.blocks[0]
+
+
+def test_a_run_ending_after_the_resolution_opens_a_resolved_thread_with_the_diagnosis() -> None:
+    """The run's records arrive after the incident resolved (its verification waited).
+
+    The thread opens with what the incident said, marked resolved: not a stand-in rebuilt
+    from the audit row, and not an "open" root no later event would ever close.
+    """
+    planner = ThreadPlanner(ThreadSettings(channel="#c"))
+    planner.on_event(incident())
+    assert planner.on_event(incident("resolved", at=400.0)) == []
+    opened = planner.on_record(rec("slack.post", at=410.0))
+    assert [o.kind for o in opened] == ["post_root"]
+    root = opened[0].message
+    assert root is not None
+    assert "RESOLVED" in root.blocks[0]["text"]["text"]
+    assert "Requests wait in the batcher." in str(root.blocks)
+    assert planner.threads() == []

@@ -19,6 +19,7 @@ decision, and everything else goes into the thread as replies.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -135,6 +136,10 @@ class _Thread:
     adopted_root: Message | None = None
 
 
+# Unposted incidents kept after resolution for a run that ends later: runs are bounded by
+# the playbook budget and a verification's wait, far fewer than this at once.
+MAX_ENDED = 256
+
 ChartMaker = Callable[[IncidentEvent, list[ActionRecord], str], dict[str, str] | None]
 
 
@@ -149,6 +154,10 @@ class ThreadPlanner:
         self.settings = settings or ThreadSettings()
         self.chart = chart
         self._threads: dict[str, _Thread] = {}
+        # Incidents that resolved before anything was posted: a run that ends after the
+        # resolution (a verification's wait) still opens their thread, with what the
+        # incident said and that it resolved, not a stand-in that stays "open" for ever.
+        self._ended: OrderedDict[str, _Thread] = OrderedDict()
 
     def threads(self) -> list[str]:
         """Incident ids with a thread open (started or not yet)."""
@@ -221,6 +230,10 @@ class ThreadPlanner:
                 out.append(self._reply(th, resolution_reply(self._view(th))))
                 out.extend(self._chart(th, "resolved"))
                 out.append(self._update(th))
+            else:
+                self._ended[event.incident_id] = th
+                while len(self._ended) > MAX_ENDED:
+                    self._ended.popitem(last=False)
             del self._threads[event.incident_id]
             return out
         sev = severity(event, self.settings.severity)
@@ -236,7 +249,7 @@ class ThreadPlanner:
         ``incident`` stands in when the record's incident was not seen opening (a resumed
         verification after a restart); without either the record is ignored.
         """
-        th = self._threads.get(rec.incident_id)
+        th = self._threads.get(rec.incident_id) or self._ended.get(rec.incident_id)
         if th is None:
             if incident is None:
                 return []
