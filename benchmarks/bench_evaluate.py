@@ -7,13 +7,16 @@ same store. The baseline reads the newest sample of every stored series, which i
 evaluation must at least touch. The machine is shared, so the ratio of the medians is the
 figure to compare; CPU time (``time.process_time``) per tick is printed beside it.
 
-Run ``python -m benchmarks.bench_evaluate --subjects 400,2000``.
+Run ``python -m benchmarks.bench_evaluate --subjects 400,2000``; ``--warmup 95`` measures
+the steady state instead, where every subject holds its full baseline lookback and every
+series its full retention (at 10 s scrapes, 60 and 90 scrapes).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import resource
 import statistics
 import time
 from collections.abc import Sequence
@@ -40,6 +43,8 @@ class TickCost:
     evaluate_s: float
     baseline_s: float
     ticks: int
+    # The process's peak RSS when the measurement ended (every fleet measured so far).
+    peak_rss_mb: float = 0.0
 
     def line(self) -> str:
         """One line for people."""
@@ -47,7 +52,8 @@ class TickCost:
             f"evaluation tick, {self.subjects} subjects: {self.evaluate_s * 1e3:.0f} ms CPU "
             f"({self.evaluate_s / self.subjects * 1e6:.0f} us/subject), "
             f"{self.evaluate_s / self.baseline_s:.0f}x the newest-sample read "
-            f"({self.baseline_s * 1e3:.1f} ms), median of {self.ticks} ticks"
+            f"({self.baseline_s * 1e3:.1f} ms), median of {self.ticks} ticks, "
+            f"peak RSS {self.peak_rss_mb:.0f} MB"
         )
 
 
@@ -60,7 +66,7 @@ def newest_samples(store: SeriesStore, names: Sequence[str]) -> float:
     return total
 
 
-def measure(subjects: int, ticks: int, *, seed: int = 0) -> TickCost:
+def measure(subjects: int, ticks: int, *, seed: int = 0, warmup: int = WARMUP_SCRAPES) -> TickCost:
     """Warm a fleet of ``subjects`` up, then time ``ticks`` evaluations and baselines."""
     spec = FleetSpec(pods=max(1, subjects // MODELS), models=MODELS, interval_s=10.0, seed=seed)
     fleet = Fleet(spec)
@@ -69,13 +75,13 @@ def measure(subjects: int, ticks: int, *, seed: int = 0) -> TickCost:
     names: list[str] = []
     evaluate: list[float] = []
     baseline: list[float] = []
-    for k, (t, texts) in enumerate(fleet.scrape_many(WARMUP_SCRAPES + ticks)):
+    for k, (t, texts) in enumerate(fleet.scrape_many(warmup + ticks)):
         for name, text in texts.items():
             ingesters[name].ingest(text, t)
         if not names:
             found = {s.name for text in texts.values() for s in parse_exposition(text).samples}
             names = sorted(n for n in found if is_consumed(n))
-        if k < WARMUP_SCRAPES:
+        if k < warmup:
             engine.evaluate(t)
             continue
         gc.collect()
@@ -91,12 +97,13 @@ def measure(subjects: int, ticks: int, *, seed: int = 0) -> TickCost:
         statistics.median(evaluate),
         max(statistics.median(baseline), 1e-6),
         ticks,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
-def report(subject_counts: Sequence[int], ticks: int) -> list[str]:
+def report(subject_counts: Sequence[int], ticks: int, warmup: int = WARMUP_SCRAPES) -> list[str]:
     """Return one line per fleet size, and how the cost of a subject grows with the fleet."""
-    costs = [measure(n, ticks) for n in subject_counts]
+    costs = [measure(n, ticks, warmup=warmup) for n in subject_counts]
     lines = [c.line() for c in costs]
     if len(costs) > 1:
         small, large = costs[0], costs[-1]
@@ -114,8 +121,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subjects", default="100,500,2000", help="fleet sizes, comma-separated")
     parser.add_argument("--ticks", type=int, default=5, help="measured ticks per fleet (median)")
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP_SCRAPES, help="scrapes evaluated before measuring"
+    )
     args = parser.parse_args()
-    for line in report([int(n) for n in args.subjects.split(",") if n], args.ticks):
+    sizes = [int(n) for n in args.subjects.split(",") if n]
+    for line in report(sizes, args.ticks, args.warmup):
         print(line, flush=True)
 
 
