@@ -182,3 +182,38 @@ def test_a_rollouts_new_pod_is_compared_with_its_peers_config_at_its_first_read(
     first = rollout_of("ml", revision(1, template("t:1", {})), [], seen_at=1000.0)
     engine.note_rollout("ml", "triton-c-1-x", first)
     assert engine.note_model_config(Subject("ml", "ranker", "triton-c-1-x"), raised, 1010.0) is None
+
+
+def test_secrets_in_args_and_env_are_shown_as_changed_never_as_themselves() -> None:
+    """A rollout diff goes to logs, Slack and Events: tokens in args and env stay hidden.
+
+    Triton's restricted-API key rides in an argument, a bearer token in a flag's next word,
+    an API key in a literal env value; a URL's userinfo is stripped. The change still shows.
+    """
+    before = template(
+        "triton:24.08",
+        {"API_KEY": "old-key", "OMP_NUM_THREADS": "4"},
+        ["--http-restricted-api=model-repository:triton-access-token=old", "--token", "t1"],
+    )
+    after = template(
+        "triton:24.08",
+        {"API_KEY": "new-key", "OMP_NUM_THREADS": "1"},
+        [
+            "--http-restricted-api=model-repository:triton-access-token=new",
+            "--token",
+            "t2",
+            "--repo=http://user:pw@store/models",
+        ],
+    )
+    changes = {c.path: (c.old, c.new) for c in template_diff(before, after)}
+    shown = repr(changes)
+    for secret in ("old-key", "new-key", "=old", "=new", "t1", "t2", "user:pw"):
+        assert secret not in shown, secret
+    assert changes["containers[triton].env.OMP_NUM_THREADS"] == ("4", "1")
+    assert "containers[triton].env.API_KEY" in changes
+    assert changes["containers[triton].args"][1] == [
+        "--http-restricted-api=model-repository:triton-access-token=***",
+        "--token",
+        "***",
+        "--repo=http://store/models",
+    ]

@@ -11,11 +11,13 @@ revision 7.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tritonguard.core.config_patch import Change
+from tritonguard.core.urls import redact_text
 
 # Leaves listed in a summary line; the rest are counted.
 SUMMARY_LEAVES = 3
@@ -23,6 +25,18 @@ SUMMARY_LEAVES = 3
 # lookback is part of what the baseline calls normal anyway).
 MAX_PODS = 4096
 _CONTAINER_LISTS = ("initContainers", "containers")
+# Names of settings that hold secrets. A rollout diff goes to logs, Slack and Events: a
+# value under such a name (Triton's `--http-restricted-api=...:triton-access-token=<value>`,
+# an env API_KEY) is shown as changed, never as itself.
+_SECRETISH = re.compile(
+    r"token|secret|passw(?:or)?d|api[-_]?key|credential|auth|private[-_]?key|bearer", re.I
+)
+_SECRET_ASSIGN = re.compile(
+    r"(?:token|secret|passw(?:or)?d|api[-_]?key|credential|auth\w*|private[-_]?key|bearer)"
+    r"[^=:]*[=:]",
+    re.I,
+)
+HIDDEN = "***"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +130,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 def _env_value(entry: Mapping[str, Any]) -> str:
     """Return an env entry's value, or where it comes from (a Secret's value is never read)."""
     if "value" in entry:
-        return str(entry["value"])
+        value = str(entry["value"])
+        if _SECRETISH.search(str(entry.get("name") or "")):
+            # Two values of a secret differ or not; which they are is nobody's business here.
+            return f"{HIDDEN} (literal, {len(value)} characters)"
+        return redact_text(value)
     source = _mapping(entry.get("valueFrom"))
     for kind, raw in source.items():
         ref = _mapping(raw)
@@ -138,17 +156,32 @@ def _containers(template: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _env(container: Mapping[str, Any]) -> dict[str, str]:
+def _env(container: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Return each env entry as (what it is, how it is shown): compared raw, shown redacted."""
     entries = container.get("env")
     return {
-        str(e.get("name")): _env_value(e)
+        str(e.get("name")): (repr(e.get("value", e.get("valueFrom"))), _env_value(e))
         for e in map(_mapping, entries if isinstance(entries, list) else [])
         if e.get("name")
     }
 
 
 def _words(value: Any) -> list[str] | None:
-    return [str(v) for v in value] if isinstance(value, list) else None
+    """Return a command or args list with every secret hidden (see ``_SECRETISH``)."""
+    if not isinstance(value, list):
+        return None
+    out: list[str] = []
+    hide_next = False
+    for raw in map(str, value):
+        word = redact_text(raw)
+        if hide_next:
+            word, hide_next = HIDDEN, False
+        elif (m := _SECRET_ASSIGN.search(word)) is not None:
+            word = word[: m.end()] + HIDDEN
+        elif word.startswith("-") and _SECRETISH.search(word):
+            hide_next = True  # `--token s3cret`: the flag's value is the next word
+        out.append(word)
+    return out
 
 
 def template_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
@@ -175,13 +208,19 @@ def template_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[C
         if a.get("image") != b.get("image"):
             out.append(Change(f"{base}.image", a.get("image"), b.get("image")))
         for field in ("command", "args"):
-            wa, wb = _words(a.get(field)), _words(b.get(field))
-            if wa != wb:
-                out.append(Change(f"{base}.{field}", wa, wb))
+            if a.get(field) != b.get(field):
+                out.append(Change(f"{base}.{field}", _words(a.get(field)), _words(b.get(field))))
         ea, eb = _env(a), _env(b)
         for key in sorted(set(ea) | set(eb)):
-            if ea.get(key) != eb.get(key):
-                out.append(Change(f"{base}.env.{key}", ea.get(key), eb.get(key)))
+            va, vb = ea.get(key), eb.get(key)
+            if va != vb:
+                out.append(
+                    Change(
+                        f"{base}.env.{key}",
+                        None if va is None else va[1],
+                        None if vb is None else vb[1],
+                    )
+                )
     return out
 
 
