@@ -281,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    empty = [str(d) for d in args.dirs if not any(d.glob("*.labels.json"))]
+    if empty:
+        p.error(f"no labelled traces (NAME.labels.json) in {', '.join(empty)}")
     listed = traces(args.dirs)
     jobs: list[Job] = [(n, d, v, args.eval_interval) for n, d in listed for v in variants]
     findings: list[Point] = []

@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         if wanted - {x.name for x in found}:
             p.error(f"not numeric thresholds: {sorted(wanted - {x.name for x in found})}")
         found = [x for x in found if x.name in wanted]
+    empty = [str(d) for d in args.dirs if not any(d.glob("*.labels.json"))]
+    if empty:
+        p.error(f"no labelled traces (NAME.labels.json) in {', '.join(empty)}")
     listed = tuple(traces(args.dirs))
     jobs: list[Job] = [("default", {}, listed, variants, args.eval_interval)]
     for x in found:
