@@ -375,6 +375,16 @@ class DiscoverySettings(BaseModel):
             raise ValueError(
                 "give discovery.triton_access_token or discovery.triton_access_token_file, not both"
             )
+        if self.all_namespaces and (
+            self.triton_access_token is not None or self.triton_access_token_file is not None
+        ):
+            # Anyone allowed to create a pod with the selector's labels in any namespace would
+            # receive the platform's repository-API token on the first config read.
+            raise ValueError(
+                'discovery.namespaces ["*"] with a Triton access token would send the token to '
+                "every pod matching the label selector in any namespace; list the namespaces "
+                "whose Tritons share the token instead"
+            )
         return self
 
     def access_token(self) -> SecretStr | None:

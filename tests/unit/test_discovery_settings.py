@@ -35,3 +35,14 @@ def test_the_token_comes_from_the_setting_or_a_mounted_file_never_both(tmp_path:
         DiscoverySettings(triton_access_token_file=tmp_path / "missing").access_token()
     with pytest.raises(ValidationError, match="not both"):
         DiscoverySettings(triton_access_token=SecretStr("t"), triton_access_token_file=token)
+
+
+def test_a_token_is_never_sent_to_every_namespace() -> None:
+    """All namespaces and a Triton access token together are refused, saying what to list.
+
+    With ``["*"]``, anyone who may create a pod with the selector's labels anywhere would be
+    sent the platform's repository-API token.
+    """
+    with pytest.raises(ValidationError, match="list the namespaces whose Tritons share the token"):
+        DiscoverySettings(namespaces=["*"], triton_access_token="s3cret")
+    assert DiscoverySettings(namespaces=["ml", "search"], triton_access_token="s3cret").enabled
