@@ -265,3 +265,13 @@ async def test_revert_config_refuses_a_change_that_is_only_a_rollout() -> None:
     ctx = ActionContext(subject=incident.subject, event=incident, playbook="p", bounds={})
     with pytest.raises(ActionFailed, match="kubectl rollout undo"):
         await revert_config(ctx, RevertConfigParams())
+
+
+def test_a_read_asked_before_the_last_one_is_not_taken_for_newer() -> None:
+    """Two reads race (periodic and at an opening): the one asked first never flips the state."""
+    timeline = ChangeTimeline()
+    new = deployed(max_queue_delay_microseconds="150000")
+    timeline.read(KEY, BEFORE, 100.0)
+    assert timeline.read(KEY, new, 200.0) is not None
+    assert timeline.read(KEY, BEFORE, 150.0) is None  # slow answer to a question asked at 150
+    assert timeline.read(KEY, new, 210.0) is None  # so there was no flip back and forth

@@ -120,6 +120,8 @@ class ChangeTimeline:
         purpose (a canary), so theirs are not.
         """
         last = self._last.get(key)
+        if last is not None and at < last[0]:
+            return None  # asked before the read already taken: it cannot be the newer state
         self._last[key] = (at, config)
         peers = self._peers.setdefault((key[0], key[2]), set())
         if last is None:

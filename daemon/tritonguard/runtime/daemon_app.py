@@ -49,6 +49,12 @@ ConfigFetcher = Callable[[TargetSettings, str], Awaitable[Mapping[str, Any] | No
 TargetsObserver = Callable[[list[TargetSettings]], None]
 
 
+# How long the evaluator waits for config reads as incidents open: a healthy repository API
+# answers in milliseconds; past a second the config loop reads again on its own and the
+# change comes with an update.
+OPENING_READS_S = 1.0
+
+
 class PlaybookHooks(Protocol):
     """What the daemon needs from its playbook stage (``playbook_service.PlaybookService``)."""
 
@@ -517,13 +523,16 @@ class DaemonApp:
                 await self._read_config(target, model)
 
     async def _read_config(self, target: TargetSettings, model: str) -> None:
+        # The read holds what the server had when it was asked: a periodic read and one at
+        # an incident's opening may race, and the slower must not pass for the newer.
+        asked = self.clock()
         config = await self._config_fetcher(target, model)
         if config is None:
             return
         # Keyed like the target's subjects: a Triton outside Kubernetes is its instance.
         ns, pod = target.identity
         subject = Subject(namespace=ns, model=model, pod=pod)
-        change = self.engine.note_model_config(subject, config, at=self.clock())
+        change = self.engine.note_model_config(subject, config, at=asked)
         if change is not None:
             self._log.info(
                 "model config changed",
@@ -541,9 +550,11 @@ class DaemonApp:
 
         A deploy's config may have landed since the last periodic read, and the playbooks
         about to run (``triton.revert_config``) and the first Slack message need to know it.
-        Bounded by ``triton_timeout_s`` for all of them together; a read that does not come
-        back in time leaves its incident without a change, and the periodic read still
-        names it in a later update.
+        Bounded by ``OPENING_READS_S`` (or ``triton_timeout_s`` when shorter) for all of them
+        together, since the evaluator waits: an overloaded Triton, the case being diagnosed,
+        answers late. A read that does not come back in time leaves its incident without a
+        change; the config loop then reads again on its own, and the change comes with an
+        update.
         """
         by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
         wanted = {
@@ -555,10 +566,11 @@ class DaemonApp:
             return
         reads = [self._read_config(target, model) for (_, model), target in wanted.items()]
         try:
-            async with asyncio.timeout(self.settings.triton_timeout_s):
+            async with asyncio.timeout(min(OPENING_READS_S, self.settings.triton_timeout_s)):
                 await asyncio.gather(*reads, return_exceptions=True)
         except TimeoutError:
             self._log.warning("config reads at incident opening timed out", models=len(wanted))
+            self._want_configs()
         for e in opened:
             e.change = self.engine.change_before(e.subject, e.opened_at)
 
