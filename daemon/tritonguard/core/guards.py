@@ -157,3 +157,24 @@ def merge_bounds(playbook_bounds: Mapping[str, BoundSpec]) -> dict[str, Bound]:
     for path, spec in playbook_bounds.items():
         merged[path] = Bound(spec.min, spec.max)
     return merged
+
+
+# The count each scale undo puts back; every other parameter names the object it writes.
+_RESTORED_COUNT = {
+    "kubernetes.scale": "replicas",
+    "kubernetes.hpa_min": "min_replicas",
+    "kubernetes.scaledobject_min": "min_replica_count",
+}
+
+
+def scale_target(action: str, params: Mapping[str, object]) -> tuple[str, ...] | None:
+    """Return what a scale undo writes (its action and object), or None for other undos.
+
+    Incidents on different pods of one workload resolve to the same object; two undos with
+    the same target put back the same count, so only one of them may stand for the value
+    from before the first raise (docs/playbooks.md, ``kubernetes.scale``).
+    """
+    count = _RESTORED_COUNT.get(action)
+    if count is None:
+        return None
+    return (action, *sorted(f"{k}={v}" for k, v in params.items() if k != count))

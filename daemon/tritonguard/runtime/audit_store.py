@@ -421,6 +421,24 @@ class AuditStore:
         )
         return moved
 
+    def live_undos_elsewhere(self, action: str, incident_id: str) -> list[tuple[str, PendingUndo]]:
+        """Return real undos of ``action`` other incidents still hold, oldest first.
+
+        A restore-on-resolve undo holds until it runs; any other undo holds only while its
+        incident is open (it is kept for a rollback, never run on success).
+        """
+        rows = self._exec(
+            "SELECT u.id, u.playbook, u.action, u.params, u.dry_run, u.incident_id FROM undos u"
+            " LEFT JOIN incidents i ON i.incident_id = u.incident_id"
+            " WHERE u.action = ? AND u.done = 0 AND u.dry_run = 0 AND u.incident_id != ?"
+            " AND (u.on_resolve = 1 OR i.resolved_at IS NULL) ORDER BY u.id",
+            (action, incident_id),
+        ).fetchall()
+        return [
+            (str(r[5]), PendingUndo(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]), bool(r[4])))
+            for r in rows
+        ]
+
     def mark_undo_done(self, undo_id: int) -> None:
         """Mark an undo as carried out."""
         self._exec("UPDATE undos SET done = 1 WHERE id = ?", (undo_id,))

@@ -31,7 +31,7 @@ from tritonguard.clients.ports import KubeApi, SlackApi, TritonApi
 from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.config_patch import Change, reverse_patch
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.guards import RunRecord, merge_bounds, model_key
+from tritonguard.core.guards import RunRecord, merge_bounds, model_key, scale_target
 from tritonguard.core.playbook_decisions import (
     PendingApproval,
     PendingIntent,
@@ -107,6 +107,17 @@ class _Failed(Exception):
     def __init__(self, status: Status, guard: str, reason: str) -> None:
         super().__init__(reason)
         self.status, self.guard, self.reason = status, guard, reason
+
+
+class _Covered(ActionFailed):
+    """A scale whose object another incident already raised: that incident's undo covers it.
+
+    An ``ActionFailed`` so the action passes it on unchanged; the executor records a skip.
+    """
+
+    def __init__(self, incident_id: str, undo: PendingUndo, on_resolve: bool) -> None:
+        super().__init__(f"already scaled by incident {incident_id}; its restore covers this one")
+        self.undo, self.on_resolve = undo, on_resolve
 
 
 def _short(params: dict[str, Any]) -> dict[str, Any]:
@@ -440,6 +451,9 @@ class PlaybookExecutor:
             )
             try:
                 result = await action.run(step_ctx, params)
+            except _Covered as exc:
+                records.append(self._covered(event, book, step, rendered, exc))
+                continue
             except BoundsExceeded as exc:
                 failure = _Failed("skipped", "bounds", str(exc))
             except ActionFailed as exc:
@@ -524,8 +538,14 @@ class PlaybookExecutor:
         """Write a change step's undo down before its call (``ActionContext.intend``).
 
         A step that cannot put its way back on file does not change anything: the action
-        fails before its call, with the reason.
+        fails before its call, with the reason. A scale of an object another incident's
+        pending undo already puts back changes nothing either (:class:`_Covered`).
         """
+        target = scale_target(undo.action, undo.params)
+        if target is not None:
+            for other, held in self.store.live_undos_elsewhere(undo.action, event.incident_id):
+                if scale_target(held.action, held.params) == target:
+                    raise _Covered(other, held, undo.on_resolve)
         try:
             intent_id = self.store.begin_intent(
                 event,
@@ -543,6 +563,29 @@ class PlaybookExecutor:
         intents.append(intent_id)
         self.intending.add(intent_id)
         self.env.on_run()  # the next leader must know about the change in flight
+
+    def _covered(
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        rendered: dict[str, Any],
+        covered: _Covered,
+    ) -> ActionRecord:
+        """Record a scale skipped because another incident's raise covers it; the run goes on.
+
+        A restore on resolve is filed for this incident too, with the count from before the
+        first raise: whichever incident resolves last puts it back (:meth:`resolve`), so the
+        floor neither drops under an open incident nor stays raised for good.
+        """
+        rec = self._step_record(
+            event, book, step, rendered, failure=_Failed("skipped", "covered", str(covered))
+        )
+        self.store.record(rec)
+        if covered.on_resolve:
+            held = covered.undo
+            self.store.add_undo(event.incident_id, book.name, held.action, held.params, True)
+        return rec
 
     def _settled(self, intents: list[int]) -> None:
         """Forget the intents of a step whose outcome is on file; tell the next leader."""
@@ -1050,6 +1093,24 @@ class PlaybookExecutor:
             )
             self.store.mark_undo_done(undo.undo_id)
         for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=False):
+            kept = self._still_relied_on(undo)
+            if kept is not None:
+                records.append(
+                    self.record(
+                        event,
+                        undo.playbook,
+                        undo.action,
+                        _short(undo.params),
+                        False,
+                        "skipped",
+                        now,
+                        guard="covered",
+                        reason=f"incident {kept} still relies on it; its restore puts it back",
+                        phase="restore",
+                    )
+                )
+                self.store.mark_undo_done(undo.undo_id)
+                continue
             # A playbook removed since it acted still gets its change put back.
             book = books.get(undo.playbook)
             base = (
@@ -1084,3 +1145,17 @@ class PlaybookExecutor:
                 incident_id=event.incident_id,
             )
         return records
+
+    def _still_relied_on(self, undo: PendingUndo) -> str | None:
+        """Return another incident whose pending restore puts back the same scale, if any.
+
+        Every incident that relied on one raise holds a restore to the count from before it;
+        only the last of them to resolve runs it.
+        """
+        target = scale_target(undo.action, undo.params)
+        if target is None:
+            return None
+        for other, held in self.store.live_undos_elsewhere(undo.action, ""):
+            if held.undo_id != undo.undo_id and scale_target(held.action, held.params) == target:
+                return other
+        return None
