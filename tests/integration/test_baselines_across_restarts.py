@@ -91,7 +91,10 @@ async def test_the_daemon_saves_its_baselines_at_stop_and_the_next_start_takes_t
     assert saved.exists()
 
     again, _ = daemon(s)
+    key = ("search", "ranker-0", "ranker")
     async with running(again):
-        carried = again.engine.history.carried(("search", "ranker-0", "ranker"), time.time())
+        # Read back in the baselines task, in a thread, as the daemon starts.
+        await wait_for(lambda: again.engine.history.carried(key, time.time()) is not None, 10.0)
+        carried = again.engine.history.carried(key, time.time())
     assert carried is not None and carried.source == "carried"
     assert carried.get("queue_share") is not None

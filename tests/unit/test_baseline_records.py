@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonguard.core.baseline_records import MAX_LINE_CHARS, decode, decode_line, encode
+from tritonguard.core.baseline_records import MAX_LINE_CHARS, decode_line, encode
 from tritonguard.core.baselines import Baseline, BaselineHistory
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.baseline_keeper import read_baselines, write_baselines
@@ -25,10 +25,22 @@ def _line(**changes: object) -> str:
 
 def test_a_saved_baseline_comes_back_as_carried_with_every_value() -> None:
     """Encode then decode gives the same subject, time, medians and spreads, marked carried."""
-    ((key, saved_at, base),) = decode(encode([(KEY, 1000.0, BASE)]))[0]
+    [line] = list(encode([(KEY, 1000.0, BASE)]))
+    key, saved_at, base = decode_line(line)
     assert (key, saved_at) == (KEY, 1000.0)
     assert base.values == BASE.values and base.spreads == BASE.spreads
     assert (base.span_s, base.snapshots, base.source) == (120.0, 60, "carried")
+
+
+def test_a_value_json_cannot_hold_is_left_out_not_a_failed_save(tmp_path: Path) -> None:
+    """A gauge exposed as +Inf can reach a median: saving drops it and keeps the rest."""
+    odd = Baseline({"mean_latency_us": float("inf"), "queue_share": 0.1}, 120.0, 60, {})
+    only_odd = Baseline({"mean_latency_us": float("nan")}, 120.0, 60, {})
+    path = tmp_path / "b.jsonl.gz"
+    write_baselines(path, [(KEY, 1000.0, odd), (("prod", "other", "m"), 1000.0, only_odd)])
+    taken, problems = read_baselines(path, 1000.0, 600.0)
+    assert problems == []
+    assert [(k, b.values) for k, _, b in taken] == [(KEY, {"queue_share": 0.1})]
 
 
 @pytest.mark.parametrize(
@@ -52,11 +64,14 @@ def test_a_bad_line_is_refused_with_its_reason(line: str, reason: str) -> None:
         decode_line(line)
 
 
-def test_refused_lines_are_numbered_and_the_others_still_count() -> None:
+def test_refused_lines_are_numbered_and_the_others_still_count(tmp_path: Path) -> None:
     """A bad line among good ones is reported with its line number; the good ones are taken."""
-    taken, refused = decode([_line(), "{", "", _line(pod="ranker-1")])
+    path = tmp_path / "b.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join([_line(), "{", "", _line(pod="ranker-1")]) + "\n")
+    taken, problems = read_baselines(path, 1000.0, 600.0)
     assert [k for k, _, _ in taken] == [KEY, ("prod", "ranker-1", "ranker")]
-    assert [(r.line, r.reason.split(" ")[0]) for r in refused] == [(2, "not")]
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:2: not JSON")
 
 
 def test_a_feature_this_version_does_not_know_is_dropped() -> None:
@@ -87,6 +102,19 @@ def test_an_over_long_line_is_skipped_without_losing_the_next(tmp_path: Path) ->
     taken, problems = read_baselines(path, 1000.0, 600.0)
     assert [k for k, _, _ in taken] == [KEY]
     assert problems == [f"{path}:1: line over {MAX_LINE_CHARS} characters"]
+
+
+def test_one_endless_line_is_read_no_further_than_the_file_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Skipping an over-long line still counts it against the cap: the read stops there."""
+    monkeypatch.setattr("tritonguard.runtime.baseline_keeper.MAX_FILE_BYTES", 10 * MAX_LINE_CHARS)
+    path = tmp_path / "b.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("z" * (50 * MAX_LINE_CHARS) + "\n" + _line() + "\n")
+    taken, problems = read_baselines(path, 1000.0, 600.0)
+    assert taken == []
+    assert [p.split(": ", 1)[1].split(" ")[0] for p in problems] == ["line", "over"]
 
 
 def test_baselines_older_than_the_lookback_are_not_taken(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from tritonguard.core.baselines import BASELINE_FEATURES, Baseline
@@ -25,17 +24,18 @@ MAX_LINE_CHARS = 64 * 1024
 _KNOWN = frozenset(BASELINE_FEATURES)
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A saved line that was not taken, and why."""
-
-    line: int
-    reason: str
+def _finite_only(values: dict[str, float]) -> dict[str, float]:
+    # A gauge exposed as +Inf can reach a median; JSON has no number for it, and a reference
+    # of infinity judges nothing, so it is not saved (the subject learns it again).
+    return {k: v for k, v in values.items() if math.isfinite(v)}
 
 
 def encode(rows: Iterable[tuple[SubjectKey, float, Baseline]]) -> Iterator[str]:
-    """Yield one JSON line per subject (newline included)."""
+    """Yield one JSON line per subject (newline included); non-finite values are left out."""
     for (ns, pod, model), saved_at, b in rows:
+        values = _finite_only(b.values)
+        if not values or not (math.isfinite(saved_at) and math.isfinite(b.span_s)):
+            continue
         yield (
             json.dumps(
                 {
@@ -46,8 +46,8 @@ def encode(rows: Iterable[tuple[SubjectKey, float, Baseline]]) -> Iterator[str]:
                     "saved_at": saved_at,
                     "span_s": b.span_s,
                     "snapshots": b.snapshots,
-                    "values": b.values,
-                    "spreads": b.spreads,
+                    "values": values,
+                    "spreads": _finite_only(b.spreads),
                 },
                 separators=(",", ":"),
                 allow_nan=False,
@@ -98,17 +98,3 @@ def decode_line(text: str) -> tuple[SubjectKey, float, Baseline]:
         raise ValueError("no baseline feature this version knows")
     spreads = _features(obj.get("spreads", {}), "spreads")
     return key, saved_at, Baseline(values, span, snapshots, spreads, source="carried")
-
-
-def decode(lines: Iterable[str]) -> tuple[list[tuple[SubjectKey, float, Baseline]], list[Refused]]:
-    """Return the subjects that parse, and each refused line with its number and reason."""
-    taken: list[tuple[SubjectKey, float, Baseline]] = []
-    refused: list[Refused] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            taken.append(decode_line(line))
-        except ValueError as exc:
-            refused.append(Refused(number, str(exc)))
-    return taken, refused

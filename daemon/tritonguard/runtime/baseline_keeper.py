@@ -1,10 +1,11 @@
 """Keeps the engine's baselines across restarts: saved now and then, taken back at start.
 
-Without them a restarted daemon (a rollout of its own, an eviction, a failover to another
-replica sharing the state volume) is blind for ``baseline_min_span_s`` or longer: nothing to
-judge a subject by until it has learnt history again, and a fault under way at start would
-be learnt as normal. A saved baseline is the subject's reference until its own history is
-back, for at most ``baseline_lookback_s`` after it was saved.
+Without them a restarted daemon (a container restart, or a new pod when the state is on a
+PersistentVolume, see docs/deploy.md) is blind for ``baseline_min_span_s`` or longer: nothing
+to judge a subject by until it has learnt history again, and a fault under way at start
+would be learnt as normal. Each replica keeps its own file, as it keeps its own audit
+trail. A saved baseline is the subject's reference until its own history is back, for at
+most ``baseline_lookback_s`` after it was saved.
 
 The file is written whole to a temporary name and renamed over the old one, so a crash
 mid-write leaves the previous file; reading stops at a cap, and a line that does not parse
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import gzip
 import os
+import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +48,10 @@ def baselines_path(audit_db_path: Path) -> Path:
 def write_baselines(path: Path, rows: list[tuple[SubjectKey, float, Baseline]]) -> int:
     """Write the rows to ``path`` atomically; return the bytes written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A name of its own, not the pid: every container's process is pid 1.
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
         # Level 1: the file is rewritten every minute; size matters less than the CPU.
         with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as out:
@@ -91,10 +96,19 @@ def read_baselines(
                     )
                     break
                 if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
-                    # Skip the rest of the over-long line without holding it.
-                    while (rest := f.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
-                        pass
+                    # Skip the rest of the over-long line without holding it, still counted
+                    # against the file's cap: one endless line must not read the disk dry.
+                    while (rest := f.readline(MAX_LINE_CHARS)) and read <= MAX_FILE_BYTES:
+                        read += len(rest)
+                        if rest.endswith("\n"):
+                            break
                     problems.append(f"{path}:{number}: line over {MAX_LINE_CHARS} characters")
+                    if read > MAX_FILE_BYTES:
+                        problems.append(
+                            f"{path}:{number}: over {MAX_FILE_BYTES} bytes, the rest is not "
+                            "read; delete the file if it is not this daemon's"
+                        )
+                        break
                     continue
                 if not line.strip():
                     continue
@@ -134,10 +148,14 @@ class BaselineKeeper:
         self.save_every_s = save_every_s
         self.saved = 0
         self.save_failures = 0
+        self._restored = False
 
     def restore(self) -> int:
         """Give the engine the saved baselines still young enough; return how many."""
-        taken, problems = read_baselines(self.path, self.clock(), self.engine.t.baseline_lookback_s)
+        lookback = self.engine.t.baseline_lookback_s
+        return self._take(*read_baselines(self.path, self.clock(), lookback))
+
+    def _take(self, taken: list[tuple[SubjectKey, float, Baseline]], problems: list[str]) -> int:
         for problem in problems[:MAX_NAMED]:
             _log.warning("saved baseline skipped", problem=problem)
         if len(problems) > MAX_NAMED:
@@ -154,7 +172,7 @@ class BaselineKeeper:
         rows = self.engine.export_baselines(self.clock())
         try:
             size = await asyncio.to_thread(write_baselines, self.path, rows)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # a full disk; a value JSON cannot hold
             self.save_failures += 1
             _log.warning("baselines not saved", path=str(self.path), error=str(exc))
             return
@@ -162,7 +180,18 @@ class BaselineKeeper:
         _log.debug("baselines saved", path=str(self.path), subjects=len(rows), bytes=size)
 
     async def run(self) -> None:
-        """Save every ``save_every_s`` until cancelled."""
+        """Take the saved baselines back, then save every ``save_every_s`` until cancelled.
+
+        The file is read in a thread: a large one must not hold the daemon's start (its
+        probes) up. Subjects evaluated before it is read start learning as without it.
+        """
+        if not self._restored:
+            # Once: a restart of this task by the supervisor must not carry old baselines
+            # over ones the subjects have learnt since.
+            self._restored = True
+            lookback = self.engine.t.baseline_lookback_s
+            read = await asyncio.to_thread(read_baselines, self.path, self.clock(), lookback)
+            self._take(*read)
         while True:
             await asyncio.sleep(self.save_every_s)
             await self.save()

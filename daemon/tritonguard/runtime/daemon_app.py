@@ -701,7 +701,7 @@ class DaemonApp:
         sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
         sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
         if self.baselines is not None:
-            self.baselines.restore()
+            # The task takes the saved baselines back first, in a thread, then saves.
             sup.add("baselines", self.baselines.run, stage=STAGE_EVALUATOR)
         if self._playbooks is not None:
             sup.add(
