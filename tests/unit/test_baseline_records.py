@@ -10,6 +10,7 @@ import pytest
 
 from tritonguard.core.baseline_records import MAX_LINE_CHARS, decode_line, encode
 from tritonguard.core.baselines import Baseline, BaselineHistory
+from tritonguard.core.features import FeatureSet
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.baseline_keeper import read_baselines, write_baselines
 
@@ -147,3 +148,17 @@ def test_carried_baselines_stay_within_the_memory_bound() -> None:
     taken = [history.carry(("prod", f"p{i}", "m"), 1000.0, BASE) for i in range(5)]
     assert taken == [True, True, True, False, False]
     assert history.approx_bytes <= 3 * 4096
+
+
+def test_a_carried_baseline_goes_once_the_subject_has_its_own_again() -> None:
+    """Own history back, the saved reference is dropped and its memory returns to the budget."""
+    history = BaselineHistory(Thresholds(baseline_min_span_s=10.0, baseline_gap_windows=0.0))
+    history.carry(KEY, 1000.0, BASE)
+    assert history.approx_bytes > 0
+    features = FeatureSet(window_s=5.0, interval_s=5.0, fresh=True, mean_latency_us=1000.0)
+    for i in range(5):
+        history.remember(KEY, 1010.0 + 5 * i, features, healthy=True)
+    own = history.baseline(KEY, 1030.0, 5.0, 5.0, 1005.0)
+    assert own is not None and own.source == "own"
+    assert history.carried(KEY, 1030.0) is None
+    assert [at for _, at, _ in history.export(1030.0, 1005.0)] == [1030.0]

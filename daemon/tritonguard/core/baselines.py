@@ -231,6 +231,10 @@ class BaselineHistory:
         if span < max(self.t.baseline_min_span_s, interval):
             return None
         values, spreads = _medians_and_spreads(snaps)
+        if self._carried:
+            # Its own history is back: the saved reference has done its work, and its
+            # memory goes back to the budget.
+            self._carried.pop(key, None)
         return Baseline(values, span, len(snaps), spreads)
 
     def fleet_baseline(
