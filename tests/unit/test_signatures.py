@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from tests.unit.synthetic import START, Phase, gauge, notation, opened, run_engine, triton_model
+from tests.unit.synthetic import (
+    START,
+    Phase,
+    gauge,
+    notation,
+    opened,
+    run_engine,
+    samples_of,
+    triton_model,
+)
+from tritonguard.core.engine import Engine
+from tritonguard.core.findings import Subject
+from tritonguard.core.replay import drive
 
 IV = 5.0
 BASE_N = 24  # two minutes of healthy history before every onset
@@ -580,3 +592,30 @@ def test_one_deploy_is_one_reload_however_many_signs_it_leaves() -> None:
     assert occurrences([100.0, 102.0, 104.5], merge_s=6.0) == 1
     assert occurrences([100.0, 160.0], merge_s=6.0) == 2
     assert occurrences([], merge_s=6.0) == 0
+
+
+def test_node_contention_quiet_when_the_config_changed_since_the_baseline() -> None:
+    """A busier node beside a config change is not "contention at constant config".
+
+    The same inflation at steady load with the node going from 30 % to 97 % opens
+    node_contention (the test above); read after a config change (here the instance count
+    raised, a deploy), it does not: the change's own causes explain the inflation.
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.3, BASE_N), (0.97, 24)])
+    engine = Engine()
+    subject = Subject("prod", "resnet", "triton-0")
+    before = {"instance_group": [{"count": 1, "kind": "KIND_GPU"}]}
+    after = {"instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
+    engine.note_model_config(subject, before, at=START)
+    events = []
+    for t, evs in drive(engine, samples_of(series, interval=IV), eval_interval_s=5.0):
+        if t >= START + ONSET and len(engine.changes) and not engine.change_before(subject, t):
+            engine.note_model_config(subject, after, at=t)
+        events.extend(evs)
+    assert engine.change_before(subject, START + ONSET + 60) is not None
+    assert "node_contention" not in causes(events)

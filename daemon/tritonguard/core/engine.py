@@ -259,6 +259,11 @@ class Engine:
             self.last_diagnoses.pop(key, None)
             return []
         ctx = derived.ctx
+        change = self.change_before(ctx.subject, now)
+        if change is not None:
+            ctx.changed_at = change.at_earliest
+            if derived.fast is not None:
+                derived.fast.changed_at = change.at_earliest
         findings = [res for sig in SIGNATURES.values() if (res := sig(ctx)) is not None]
         if derived.fast is not None and not findings:
             # The newest scrapes show the shift before the full window does, and while the

@@ -34,6 +34,10 @@ class Context:
     # Per-request compute p99 over p50 (summaries) now: cold-like executions in the last
     # minute stand out there even when a coarse scrape dilutes them in the mean.
     compute_tail: float | None = None
+    # When the subject's model config or pod template last changed, if that may have been
+    # within the baseline's lookback (config_changes.py): the workload is not the one the
+    # baseline describes.
+    changed_at: float | None = None
 
     def ev(
         self, value: float | None, unit: str, what: str, window_s: float | None = None

@@ -35,6 +35,11 @@ def check(ctx: Context) -> Finding | None:
         return None  # more executions in flight than slower work explains: a concurrency change
     if ctx.reload_events and any(ctx.now - at <= 2 * f.window_s for at, _ in ctx.reload_events):
         return None  # the config or version just changed: not the same workload
+    if ctx.changed_at is not None:
+        # The config or pod template changed since the baseline's period: "at constant
+        # config" does not hold, and a node that got busier at the same time names nothing
+        # the change's own causes (instances, batching, a new image) do not explain better.
+        return None
     ev = symptom_evidence(ctx)
     ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
     ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
