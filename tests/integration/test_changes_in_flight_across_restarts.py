@@ -21,7 +21,7 @@ import pytest
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.fault_servers import Answer, FaultProxy, HoldAnswer, kube_status
-from tests.playbook_harness import StaticFeatures, incident, stage
+from tests.playbook_harness import StaticFeatures, incident, resolved, stage
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
@@ -249,8 +249,11 @@ async def test_a_step_with_an_outcome_settles_its_intent_and_the_next_start_leav
     clients: list[KubernetesClient] = []
     try:
         first = daemon(cluster, db, clients)
-        await first.run_step([incident(at=T0, pod="triton-a")], T0)
+        scaled = incident(at=T0, pod="triton-a")
+        await first.run_step([scaled], T0)
         assert cluster.replicas() == 3
+        # Over: the next incident's scale is no longer covered by this one's.
+        await first.run_step([resolved(scaled, at=T0)], T0)
         cluster.proxy.add("PATCH", SCALE_PATH, Answer(409, CONFLICT))
         await first.run_step([incident(at=T0, pod="triton-b")], T0)
         assert intent_states(db) == ["ran", "failed"]
