@@ -26,6 +26,7 @@ from tests.integration.test_slack_approvals import (
     root,
     service_of,
     settle,
+    still_open,
     wait_for,
 )
 from tritonguard.core.slack_message import APPROVE_ACTION, REJECT_ACTION
@@ -77,10 +78,12 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
         assert a.elector is not None and b.elector is not None
         assert await a.elector.step()
         assert not await b.elector.step()
-        event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
+        # Each replica opens the incident at its own evaluation, so under its own id.
         for replica_ in (a, b):
+            event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
             replica_.after_evaluation([event], clock.now)
             await settle(replica_)
+            still_open(replica_, event)
         [asked] = a.store.pending_approvals()
         assert by_status(b, "awaiting_approval") == []
         assert buttons(root(fake_slack)) == [APPROVE_ACTION, REJECT_ACTION]

@@ -122,11 +122,17 @@ async def connect(service: PlaybookService, slack: FakeSlack) -> None:
     await slack.wait_connected()
 
 
+def still_open(service: PlaybookService, *events: IncidentEvent) -> None:
+    """Make ``events`` the engine's open incidents, as an approval checks at the click."""
+    service.stage.open_incidents = lambda: list(events)
+
+
 async def ask(service: PlaybookService, clock: Clock) -> IncidentEvent:
     """Open an incident whose playbook posts, then waits for approval of the scale."""
     event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
     service.after_evaluation([event], clock.now)
     await settle(service)
+    still_open(service, event)
     return event
 
 
@@ -312,7 +318,7 @@ async def test_a_pending_approval_survives_a_restart(
     clock = Clock()
     s = settings(tmp_path, fake_slack, kube)
     first = service_of(s, clock)
-    await ask(first, clock)
+    asked = await ask(first, clock)
     other = playbook_harness.incident("cpu_bottleneck", pod="triton-5d9c7b-k8k2z", at=clock.now)
     first.after_evaluation([other], clock.now)
     await settle(first)
@@ -321,6 +327,7 @@ async def test_a_pending_approval_survives_a_restart(
 
     clock.now += 300
     second = service_of(s, clock)
+    still_open(second, asked, other)
     try:
         await connect(second, fake_slack)
         first_root = fake_slack.roots_in(CHANNEL)[0]

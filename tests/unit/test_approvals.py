@@ -164,8 +164,14 @@ async def test_a_waiting_step_runs_once_approved_and_a_resolution_drops_another(
     store = AuditStore()
     books = load_playbooks_text(VERIFY_WITH_APPROVAL, "b.yaml", catalog())
     env = ExecutorEnv(features=StaticFeatures(value=0.2), clock=lambda: 5000.0)
-    stage = playbook_harness.stage(books, store, settings=GuardSettings(dry_run=False), env=env)
     first = playbook_harness.incident()
+    stage = playbook_harness.stage(
+        books,
+        store,
+        settings=GuardSettings(dry_run=False),
+        env=env,
+        open_incidents=lambda: [first],
+    )
     [waiting] = await playbook_harness.handle(stage, first)
     assert (waiting.status, waiting.detail["approvers"]) == ("awaiting_approval", ["U0LEAD0001"])
     approvals = Approvals(stage, clock=lambda: 5010.0)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.guards import RunRecord
 
 ANNOTATION = "tritonguard.io/recent-runs"
@@ -342,3 +343,25 @@ def decode_approvals(text: str) -> list[HandedApproval]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"approval {i} is malformed ({exc})") from None
     return out
+
+
+# How far apart two replicas may see one incident open: each opens it at its own evaluation,
+# a few scrape intervals (15 s by default) apart at most.
+SAME_INCIDENT_S = 90.0
+
+
+def same_incident(
+    theirs: IncidentEvent, ours: IncidentEvent, tolerance_s: float = SAME_INCIDENT_S
+) -> bool:
+    """Return whether another replica's incident is this replica's ``ours``.
+
+    Incident ids hash each replica's own evaluation time, so they differ between replicas;
+    the incident is the same when subject and cause are and it opened within the tolerance.
+    """
+    if theirs.incident_id == ours.incident_id:
+        return True
+    return (
+        theirs.subject.key() == ours.subject.key()
+        and theirs.cause == ours.cause
+        and abs(theirs.opened_at - ours.opened_at) <= tolerance_s
+    )

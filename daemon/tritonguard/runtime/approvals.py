@@ -150,30 +150,50 @@ class Approvals:
             waited = pending.expires_at - pending.requested_at
             why = f"nobody decided within {waited:.0f}s; " + ex.drop_reason(pending, books)
             return self._settled("expired", ex.settle_approval(pending, "expired", "", at, why))
-        refusal = await self._refusal(pending, user, verdict)
+        refusal = await self._refusal(pending, user)
         if refusal is not None:
-            rec = ex.record(
-                pending.incident,
-                pending.playbook,
-                pending.action,
-                dict(pending.params),
-                False,
-                "awaiting_approval",
-                at,
-                guard="approver",
-                reason=f"{verdict} by {user} refused: {refusal}; the step still waits",
-                detail={"approval_id": pending.approval_id, "refused": user},
+            return self._refused(pending, user, verdict, refusal, at)
+        # The user-group lookup awaited Slack: leadership may have moved meanwhile, and a
+        # replica that does not lead settles nothing (the leader still holds the approval).
+        elsewhere = self.stage.leader_elsewhere()
+        if elsewhere is not None:
+            return self._refused(
+                pending, user, verdict, f"{elsewhere}; only the leader decides", at
             )
-            self.stage.report(rec.subject, [rec])
-            return Decided("refused", [rec])
         if verdict == "reject":
             why = f"rejected by {user}; " + ex.drop_reason(pending, books)
             return self._settled("rejected", ex.settle_approval(pending, "rejected", user, at, why))
+        # Up to the timeout may have passed since the step was asked for: what it would fix
+        # must still be there, seen on fresh data.
+        live = self.stage.open_incident_for(pending)
+        late = self.stage.why_not_now(pending, at)
+        if live is None or late is not None:
+            why = f"approved by {user}, but {late}; " + ex.drop_reason(pending, books)
+            return self._settled("expired", ex.settle_approval(pending, "expired", user, at, why))
         ok = ex.settle_approval(pending, "approved", user, at, f"approved by {user}; it runs now")
         decided = self._settled("approved", ok)
         if ok is not None:
-            decided.work = self.stage.resume_approved(pending, at)
+            decided.work = self.stage.resume_approved(pending, at, live)
         return decided
+
+    def _refused(
+        self, pending: PendingApproval, user: str, verdict: Verdict, why: str, at: float
+    ) -> Decided:
+        """Record a click that may not decide; the step still waits."""
+        rec = self.stage.executor.record(
+            pending.incident,
+            pending.playbook,
+            pending.action,
+            dict(pending.params),
+            False,
+            "awaiting_approval",
+            at,
+            guard="approver",
+            reason=f"{verdict} by {user} refused: {why}; the step still waits",
+            detail={"approval_id": pending.approval_id, "refused": user},
+        )
+        self.stage.report(rec.subject, [rec])
+        return Decided("refused", [rec])
 
     def _settled(self, outcome: Outcome, rec: ActionRecord | None) -> Decided:
         """Report the record of an approval that ended; none means another click was first."""
@@ -182,14 +202,13 @@ class Approvals:
         self.stage.report(rec.subject, [rec])
         return Decided(outcome, [rec])
 
-    async def _refusal(self, pending: PendingApproval, user: str, verdict: Verdict) -> str | None:
+    async def _refusal(self, pending: PendingApproval, user: str) -> str | None:
         """Return why ``user`` may not decide the approval, or None."""
         if not user:
             return "Slack did not say who clicked"
-        if verdict == "approve":
-            elsewhere = self.stage.leader_elsewhere()
-            if elsewhere is not None:
-                return f"{elsewhere}; only the leader runs playbooks"
+        elsewhere = self.stage.leader_elsewhere()
+        if elsewhere is not None:  # checked again after the lookup, which awaits Slack
+            return f"{elsewhere}; only the leader decides"
         members: dict[str, frozenset[str]] = {}
         for group in groups_to_ask(user, pending.approvers):
             if self.members is None:
@@ -224,18 +243,28 @@ def thread_notice(
 
 
 async def hold_socket(
-    socket: SlackSocket, may_connect: Callable[[], bool], *, poll_s: float = 1.0
+    socket: SlackSocket,
+    may_connect: Callable[[], bool],
+    *,
+    poll_s: float = 1.0,
+    start_timeout_s: float = 10.0,
 ) -> None:
     """Keep Socket Mode open while this replica may act (it leads), closed otherwise.
 
     Slack hands each click to one of an app's open connections, so a replica that does not
-    lead stays off: every click reaches the replica that runs playbooks.
+    lead stays off: every click reaches the replica that runs playbooks. ``start`` retries
+    until Slack answers, so it is given ``start_timeout_s`` at a time and leadership asked
+    again in between: a replica that lost the lease meanwhile gives up connecting.
     """
     try:
         while True:
             want = may_connect()
             if want and socket.client is None:
-                await socket.start()
+                try:
+                    await asyncio.wait_for(socket.start(), timeout=start_timeout_s)
+                except TimeoutError:
+                    await socket.close()  # a half-open attempt is not kept
+                    continue
             elif not want and socket.client is not None:
                 await socket.close()
             await asyncio.sleep(poll_s)

@@ -42,6 +42,7 @@ from tritonguard.core.playbook_decisions import (
     dropped_after,
 )
 from tritonguard.core.playbook_model import Playbook, Step
+from tritonguard.core.run_handover import same_incident
 from tritonguard.core.templating import TemplateError, incident_context, render_value
 from tritonguard.runtime.audit_store import AuditStore, PendingUndo
 
@@ -937,8 +938,30 @@ class PlaybookExecutor:
         evidence fills later steps' templates); else the approval's own record of it. A
         playbook removed, or changed at that step, since the approval was asked for runs
         nothing: the human approved a step that no longer exists.
+
+        An approval handed over from another replica names that replica's incident id. The
+        run keeps it, so its records go on in the thread the approval is in; its restores are
+        then filed under this replica's own id, the one whose resolution restores them.
         """
         event = incident or pending.incident
+        if event.incident_id != pending.incident.incident_id:
+            local = event.incident_id
+            event = replace(event, incident_id=pending.incident.incident_id)
+            try:
+                return await self._resume(pending, books, now, planned, event)
+            finally:
+                self.store.hand_over_undos(pending.incident.incident_id, local)
+        return await self._resume(pending, books, now, planned, event)
+
+    async def _resume(
+        self,
+        pending: PendingApproval,
+        books: Mapping[str, Playbook],
+        now: float,
+        planned: Callable[[Step], bool],
+        event: IncidentEvent,
+    ) -> list[ActionRecord]:
+        """Run the approved step of ``pending`` and the rest of its run under ``event``."""
         book = books.get(pending.playbook)
         steps = book.all_steps() if book is not None else []
         if book is None or pending.step_index >= len(steps):
@@ -1009,9 +1032,14 @@ class PlaybookExecutor:
         )
 
     def drop_approvals(self, event: IncidentEvent, now: float) -> list[ActionRecord]:
-        """Expire the approvals of a resolved incident: there is nothing left to fix."""
+        """Expire the approvals of a resolved incident: there is nothing left to fix.
+
+        That includes one handed over from another replica under that replica's id for the
+        same incident (``same_incident``).
+        """
         out = []
-        for pending in self.store.pending_approvals(event.incident_id):
+        mine = [p for p in self.store.pending_approvals() if same_incident(p.incident, event)]
+        for pending in mine:
             rec = self.settle_approval(
                 pending,
                 "expired",

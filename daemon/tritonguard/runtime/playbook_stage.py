@@ -37,6 +37,7 @@ from tritonguard.core.playbook_decisions import (
     decide_step,
 )
 from tritonguard.core.playbook_model import Guards, Playbook, Step
+from tritonguard.core.run_handover import same_incident
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import PlaybookExecutor
@@ -182,11 +183,40 @@ class PlaybookStage:
                         self._report(a.incident.subject, [ended])
         return result
 
-    def resume_approved(self, pending: PendingApproval, now: float) -> StepResult:
+    def open_incident_for(self, pending: PendingApproval) -> IncidentEvent | None:
+        """Return the open incident an approval still serves, or None when it is over.
+
+        An approval handed over from another replica names that replica's incident id (ids
+        hash each replica's own evaluation time): there it is the open incident on the same
+        subject with the same cause, opened at about the same time (``same_incident``).
+        """
+        asked = pending.incident
+        matching = [e for e in self.open_incidents() if same_incident(asked, e)]
+        own = [e for e in matching if e.incident_id == asked.incident_id]
+        return next(iter(own or matching), None)
+
+    def why_not_now(self, pending: PendingApproval, now: float) -> str | None:
+        """Return why an approved step must not run now (incident over, stale data), or None."""
+        live = self.open_incident_for(pending)
+        if live is None:
+            return (
+                f"the incident ({pending.incident.cause} on {pending.incident.subject.key()}) "
+                "is no longer open"
+            )
+        if self.settings.require_fresh_data and not self.executor.env.features.is_fresh(
+            live.subject, now
+        ):
+            return f"no fresh data for {live.subject.key()}; never act on stale data"
+        return None
+
+    def resume_approved(
+        self, pending: PendingApproval, now: float, incident: IncidentEvent
+    ) -> StepResult:
         """Run an approved step and the rest of its run, after any work on its subject.
 
-        Each step follows its kind's dry-run switch as it stands now: a switch turned on
-        while the step waited makes it a plan.
+        ``incident`` is the open incident it serves (:meth:`open_incident_for`), checked
+        by the caller at the click. Each step follows its kind's dry-run switch as it stands
+        now: a switch turned on while the step waited makes it a plan.
         """
         books = {b.name: b for b in self.playbooks}
         book = books.get(pending.playbook)
@@ -196,12 +226,8 @@ class PlaybookStage:
             guards = book.guards if book is not None else Guards()
             return step_dry_run(self.settings, guards, notify=ex.notifies(step))
 
-        live = next(
-            (e for e in self.open_incidents() if e.incident_id == pending.incident.incident_id),
-            None,
-        )
         result = StepResult()
-        work = functools.partial(ex.resume_approved, pending, books, now, planned, live)
+        work = functools.partial(ex.resume_approved, pending, books, now, planned, incident)
         self._chain(result, pending.incident, work)
         return result
 
