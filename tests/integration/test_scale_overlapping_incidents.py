@@ -92,3 +92,25 @@ async def test_plain_replicas_are_added_once_while_the_first_incident_is_open(
     [again] = await handle(on, incident(at=6000.0))
     assert again.status == "ran", again.reason
     assert kube.replicas("Deployment", "prod", "triton") == 4
+
+
+async def test_an_undo_adopted_under_another_replicas_incident_covers_nothing(
+    kube: FakeKube,
+) -> None:
+    """A rollback undo filed under an incident this store never saw open blocks no scale.
+
+    Approvals handed over from another replica bring the undos of their earlier steps,
+    filed under that replica's incident id; those must not hold the workload for good.
+    """
+    store = AuditStore()
+    store.add_undo(
+        "inc-of-another-replica",
+        "scale",
+        "kubernetes.scale",
+        {"kind": "Deployment", "name": "triton", "namespace": "prod", "replicas": 2},
+        False,
+    )
+    on = stage([book(SCALE_OUT)], store, settings=LIVE, env=env(kube, None))
+    [rec] = await handle(on, incident())
+    assert rec.status == "ran", rec.reason
+    assert kube.replicas("Deployment", "prod", "triton") == 3

@@ -431,7 +431,10 @@ class AuditStore:
             "SELECT u.id, u.playbook, u.action, u.params, u.dry_run, u.incident_id FROM undos u"
             " LEFT JOIN incidents i ON i.incident_id = u.incident_id"
             " WHERE u.action = ? AND u.done = 0 AND u.dry_run = 0 AND u.incident_id != ?"
-            " AND (u.on_resolve = 1 OR i.resolved_at IS NULL) ORDER BY u.id",
+            # An undo whose incident this store never saw open (one adopted with an approval
+            # from another replica, filed under that replica's id) covers nothing.
+            " AND (u.on_resolve = 1 OR (i.incident_id IS NOT NULL AND i.resolved_at IS NULL))"
+            " ORDER BY u.id",
             (action, incident_id),
         ).fetchall()
         return [
