@@ -265,30 +265,38 @@ def _state(store: SeriesStore) -> list[tuple[object, ...]]:
 def test_expiry_that_passes_young_series_over_trims_as_trimming_every_series_would() -> None:
     """Expiry leaves the store as a trim of every series at every tick would.
 
-    Counters with resets and gaps, gauges, a series gone for longer than the retention, and
-    a memory bound whose squeeze leaves resets older than a series' oldest point: expiry
-    skips only series with nothing past the horizon, so points, resets, births and the point
-    count come out the same.
+    Counters with resets and gaps, gauges, a counter gone for longer than the retention and
+    born again, with and without a memory bound whose squeeze leaves resets older than a
+    series' oldest point: expiry skips series with nothing past the horizon and drops a
+    single aged point in place, so points, resets, births and the point count come out the
+    same.
     """
     import random
 
     from tritonguard.core.series_store import POINT_BYTES, SERIES_BYTES
 
-    rng = random.Random(3)
     labels = [make_labels({"model": f"m{k}", "namespace": "p", "pod": "a"}) for k in range(12)]
-    bound = 12 * SERIES_BYTES + 12 * 20 * POINT_BYTES
-    stores = [SeriesStore(retention_s=120.0, max_bytes=bound) for _ in range(2)]
-    for tick in range(80):
-        t = 5.0 * tick
-        for k, lb in enumerate(labels):
-            if (k + tick) % 7 == 0 or (k == 3 and 20 <= tick < 60):
-                continue  # a missed scrape, and one series gone for a while
-            name = "nv_inference_request_success" if k % 3 else "nv_inference_pending_request_count"
-            value = float(rng.randrange(0, 50) if rng.random() < 0.1 else 100 * tick + k)
-            for store in stores:
-                store.add(Sample(name, lb, value, t), t)
-        stores[0].expire(t)
-        _expire_trimming_all(stores[1], t)
-        assert _state(stores[0]) == _state(stores[1])
-        assert stores[0].points == stores[1].points
-    assert stores[0].points_shed > 0 and any(s[4] for s in _state(stores[0]))
+    for bound in (None, 12 * SERIES_BYTES + 12 * 20 * POINT_BYTES):
+        rng = random.Random(3)
+        stores = [SeriesStore(retention_s=120.0, max_bytes=bound) for _ in range(2)]
+        born = False
+        for tick in range(80):
+            t = 5.0 * tick
+            for k, lb in enumerate(labels):
+                if (k + tick) % 7 == 0 or (k == 4 and 20 <= tick < 60):
+                    continue  # a missed scrape, and one series gone for a while
+                name = (
+                    "nv_inference_request_success"
+                    if k % 3
+                    else "nv_inference_pending_request_count"
+                )
+                value = float(rng.randrange(0, 50) if rng.random() < 0.1 else 100 * tick + k)
+                for store in stores:
+                    store.add(Sample(name, lb, value, t), t)
+            stores[0].expire(t)
+            _expire_trimming_all(stores[1], t)
+            assert _state(stores[0]) == _state(stores[1])
+            assert stores[0].points == stores[1].points
+            born = born or any(s[5] is not None for s in _state(stores[0]))
+        assert any(s[4] for s in _state(stores[0])) and born  # resets kept, a birth met
+        assert (stores[0].points_shed > 0) == (bound is not None)

@@ -481,11 +481,20 @@ class SeriesStore:
             times = series.times
             if times[-1] < horizon:
                 stale.append((key, series))
-            elif (len(times) > 1 and times[1] < horizon) or (
-                series.resets and series.resets[0] < horizon
-            ):
-                # Only a series with a point (past its rate anchor) or a reset older than the
-                # horizon has anything to trim; the others are passed over without a call.
+                continue
+            resets = series.resets
+            old_reset = bool(resets) and resets[0] < horizon
+            if len(times) < 2 or times[1] >= horizon:
+                # Nothing past the rate anchor: only a reset older than the horizon to drop.
+                if old_reset:
+                    trimmed += series.trim(horizon)
+            elif (len(times) == 2 or times[2] >= horizon) and not old_reset and series.born is None:
+                # The steady state: one scrape aged out since the last tick, and the new
+                # anchor is the point after it. This is `trim`'s cut of one point, inlined.
+                del times[0]
+                del series.values[0]
+                trimmed += 1
+            else:
                 trimmed += series.trim(horizon)
         self.points -= trimmed
         for key, series in stale:
