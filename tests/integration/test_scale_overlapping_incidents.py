@@ -7,6 +7,7 @@ The fake API server plays the Deployment, its ReplicaSet, the pods and KEDA.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -114,3 +115,49 @@ async def test_an_undo_adopted_under_another_replicas_incident_covers_nothing(
     [rec] = await handle(on, incident())
     assert rec.status == "ran", rec.reason
     assert kube.replicas("Deployment", "prod", "triton") == 3
+
+
+SCALE_AND_VERIFY = """
+name: scale
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false}
+steps:
+  - action: kubernetes.scale
+    params: {add: 1}
+  - action: verify
+    params: {wait: 10, checks: [{feature: queue_share, below: 1}]}
+"""
+
+
+async def test_a_failed_verify_keeps_a_floor_another_incident_relies_on(kube: FakeKube) -> None:
+    """A's verify fails after B's scale was covered by A's: the floor stays until B resolves."""
+    kube.add_scaled_object("prod", "triton-so", "triton", min_replica_count=2, max_replica_count=8)
+    gate = asyncio.Event()
+    verifying = [asyncio.Event(), asyncio.Event()]  # set as A's, then B's verify starts
+
+    async def sleep(seconds: float) -> None:
+        next(e for e in verifying if not e.is_set()).set()
+        await gate.wait()  # every verify waits until both incidents have scaled
+
+    store = AuditStore()
+    features = StaticFeatures(value=5.0, back=True)
+    on = stage(
+        [book(SCALE_AND_VERIFY)],
+        store,
+        settings=LIVE,
+        env=env(kube, None, features=features, sleep=sleep),
+    )
+    a, b = incident(at=5000.0), incident(pod=OTHER_POD, at=5010.0)
+    first = asyncio.create_task(handle(on, a))
+    await verifying[0].wait()
+    assert _floor(kube) == 3
+    second = asyncio.create_task(handle(on, b))
+    await verifying[1].wait()
+    assert [r.guard for r in store.decisions(b.incident_id)] == ["covered"]
+    gate.set()
+    ran_a, _ = await asyncio.gather(first, second)
+    [kept] = [r for r in ran_a if r.phase == "rollback"]
+    assert (kept.status, kept.guard) == ("skipped", "covered")
+    assert _floor(kube) == 3
+    await handle(on, resolved(b, at=5200.0))
+    assert _floor(kube) == 2

@@ -805,6 +805,29 @@ class PlaybookExecutor:
             for undo in undos:
                 self.store.mark_undo_done(undo.undo_id)
         for undo_id, step in steps:
+            # A raise another open incident relies on stays: its restore puts it back later.
+            kept = (
+                self._still_relied_on(PendingUndo(undo_id, name, step.action, dict(step.params)))
+                if undo_id
+                else None
+            )
+            if kept is not None:
+                records.append(
+                    self.record(
+                        event,
+                        name,
+                        step.action,
+                        _short(dict(step.params)),
+                        False,
+                        "skipped",
+                        self.env.clock(),
+                        guard="covered",
+                        reason=f"incident {kept} still relies on it; its restore puts it back",
+                        phase="rollback",
+                    )
+                )
+                self.store.mark_undo_done(undo_id)
+                continue
             records.append(
                 await self._run_one(
                     name,
