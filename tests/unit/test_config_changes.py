@@ -275,3 +275,11 @@ def test_a_read_asked_before_the_last_one_is_not_taken_for_newer() -> None:
     assert timeline.read(KEY, new, 200.0) is not None
     assert timeline.read(KEY, BEFORE, 150.0) is None  # slow answer to a question asked at 150
     assert timeline.read(KEY, new, 210.0) is None  # so there was no flip back and forth
+
+
+def test_replay_text_names_what_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text replay prints the change an incident followed under its summary."""
+    path, _ = _trace_with_config_reads(tmp_path)
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "what changed: instance_group[0].count: 1 → 4" in out

@@ -239,6 +239,9 @@ def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
         f"[bold]{ev.cause}[/bold] model={ev.subject.model} {where} confidence={ev.confidence:.2f}"
     )
     console.print(f"    {ev.summary}")
+    if ev.change is not None and ev.event != "resolved":
+        # rich markup off: config paths hold brackets (instance_group[0].count).
+        console.print(f"    what changed: {ev.change.summary()}", markup=False)
     if ev.event == "opened":
         key = [
             f"{k}={v.value:.3g}{v.unit if v.unit in ('ms', 's') else ''}"
