@@ -9,7 +9,9 @@ prints the chart's path and the structured log carries it.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from tests.fakes.fake_slack import FakeSlack, StoredMessage
 from tests.slack_harness import Replayed, replay
 from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.chart_data import ChartData
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.slack_thread import ThreadPlanner, ThreadSettings, short_key
@@ -267,3 +270,85 @@ async def test_the_service_gives_the_threads_a_chart_maker_unless_charts_are_off
     finally:
         await on.close()
         await off.close()
+
+
+async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there(
+    fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's chart maker returns at once; the loop runs while it draws; then it uploads.
+
+    The drawing waits until a coroutine on the loop has run: were it drawn on the loop, that
+    coroutine could not run until the drawing gave up, and the order below would be reversed.
+    """
+    order: list[str] = []
+    drawing = threading.Event()
+    loop_ran = threading.Event()
+    draw = incident_charts.render_png
+
+    def slow(data: ChartData) -> bytes:
+        drawing.set()
+        loop_ran.wait(timeout=10.0)
+        order.append("drawn")
+        return draw(data)
+
+    monkeypatch.setattr(incident_charts, "render_png", slow)
+    replayed = await replay("batching_delay")
+    opened, records, _ = life(replayed)
+    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3", slack={"channel": CHANNEL})
+    charts = chart_maker(settings, replayed.engine)
+    assert isinstance(charts, IncidentCharts)
+    api = SlackNotifier(fake_slack.token, base_url=fake_slack.base_url, timeout_s=5, retries=False)
+    th = build_threads(settings, chart=charts, transport=SlackTransport(api))
+    th.observe_events([opened])
+    th.observe_records(records)
+    [upload] = [r for r in th.outbox.rows() if r["kind"] == "upload"]
+    assert upload["state"] == "pending", "queued with its path before the chart is drawn"
+    # The loop is free to wait here (another coroutine) while the worker starts drawing.
+    assert await asyncio.to_thread(drawing.wait, 10.0)
+    order.append("loop")
+    loop_ran.set()
+    await th.worker.drain()
+    assert order == ["loop", "drawn"]
+    [root] = fake_slack.roots_in(CHANNEL)
+    [chart] = uploads(fake_slack, root)
+    content = fake_slack.file_content(str((chart.files or [{}])[0]["id"]))
+    assert content is not None and png_size(content) == CHART_SIZE
+    assert [c.method for c in fake_slack.calls].count("files.completeUploadExternal") == 1
+    assert charts.drawn == 1 and charts.failed == 0
+    await th.close()
+    await api.close()
+
+
+async def test_an_upload_whose_chart_fails_off_the_loop_is_dropped_and_the_thread_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drawing fails in the worker: the upload is settled once, never sent; replies still go."""
+
+    def broken(_data: object) -> bytes:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(incident_charts, "render_png", broken)
+    replayed = await replay("retry_storm")
+    opened, records, resolved = life(replayed)
+    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3")
+    out: list[str] = []
+    charts = chart_maker(settings, replayed.engine)
+    th = build_threads(settings, console=out.append, chart=charts)
+    with structlog.testing.capture_logs() as logs:
+        th.observe_events([opened])
+        th.observe_records(records)
+        await th.worker.drain()
+        th.observe_events([resolved])
+        await th.worker.drain()
+    printed = "\n".join(out)
+    assert "new thread" in printed and "[chart:" not in printed
+    assert "root updated" in printed, "what follows the dropped chart is still delivered"
+    rows = [r for r in th.outbox.rows() if r["kind"] == "upload"]
+    assert [(r["state"], r["attempts"]) for r in rows] == [("dead", 0), ("dead", 0)]
+    assert all(r["last_error"] == "chart not drawn" for r in rows)
+    dropped = [
+        e for e in logs if e["event"] == "slack chart upload dropped: the chart was not drawn"
+    ]
+    assert len(dropped) == 2 and th.worker.given_up == 0
+    assert isinstance(charts, IncidentCharts) and charts.failed == 2
+    await th.close()

@@ -146,8 +146,10 @@ ChartMaker = Callable[[IncidentEvent, list[ActionRecord], str], dict[str, str] |
 class ThreadPlanner:
     """Turns incident transitions and audit records into the Slack calls of each thread.
 
-    ``chart`` (optional) renders the incident's chart when the thread opens and when it
-    resolves; it returns the file to upload (``path``, ``filename``, ``title``) or None.
+    ``chart`` (optional) charts the incident when the thread opens and when it resolves; it
+    returns the file to upload (``path``, ``filename``, ``title``) or None. It is called on
+    the caller's thread (the daemon's event loop) and must return at once: the file may still
+    be being drawn elsewhere, and whoever delivers the upload waits for it.
     """
 
     def __init__(self, settings: ThreadSettings | None = None, chart: ChartMaker | None = None):
@@ -369,6 +371,7 @@ class ThreadPlanner:
         )
 
     def _chart(self, th: _Thread, when: str) -> list[Outgoing]:
+        """Return the chart's upload, queued behind what came before it in the thread."""
         if self.chart is None:
             return []
         made = self.chart(th.incident, list(th.records), when)

@@ -8,18 +8,29 @@ deleted first), and the outbox uploads it into the incident's thread with ``file
 (without a token the console prints its path). A chart that cannot be drawn is logged and
 left out; the thread goes on without it.
 
-matplotlib is imported on the first chart, not with this module: the CLI commands that never
-draw do not pay for it.
+**Off the event loop.** Drawing takes about 0.15 s a chart (a second more for the first, which
+imports matplotlib); fifty incidents at once would hold the daemon's loop up for seconds, past
+the Lease renewal and Socket Mode's 3 s ack. So the daemon's chart maker (``background=True``,
+as :func:`chart_maker` builds it) only reads the numbers on the loop (the series store is not
+thread-safe) and hands drawing, the file write and the pruning to one worker thread. The
+planner gets the file's path at once; the outbox waits for the drawing (:meth:`ready`, at
+most ``CHART_WAIT_S``) before it uploads, and drops the upload, with a log line, when the
+chart was not drawn.
+
+matplotlib is imported on the first chart, in the thread that draws it, not with this module:
+the CLI commands that never draw do not pay for it, and the daemon's loop never does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +58,10 @@ ACTION_COLOUR = "#2e7d32"
 FAILED_COLOUR = "#c62828"
 # Action labels written on the chart at most; the rest are counted.
 MAX_MARK_LABELS = 8
+# How long the outbox waits for a chart being drawn before it drops the upload: far longer
+# than a storm's queue of charts takes (about 0.15 s each), short enough that the thread's
+# next replies are not held for long when drawing hangs.
+CHART_WAIT_S = 30.0
 
 
 def chart_dir(audit_db_path: Path) -> Path:
@@ -132,9 +147,10 @@ def render_png(data: ChartData) -> bytes:
     """Return the chart as PNG bytes (1000 × 620 px)."""
     import io  # noqa: PLC0415 - with the drawing imports
 
-    from matplotlib import ticker, transforms  # noqa: PLC0415 - matplotlib only when drawing
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
-    from matplotlib.figure import Figure  # noqa: PLC0415
+    # matplotlib only when drawing, in the thread that draws (it costs about 1 s to import).
+    from matplotlib import ticker, transforms  # noqa: PLC0415 - see above
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - see above
+    from matplotlib.figure import Figure  # noqa: PLC0415 - see above
 
     fig = Figure(figsize=(10.0, 6.2), dpi=100)
     FigureCanvasAgg(fig)
@@ -304,6 +320,11 @@ class IncidentCharts:
     the daemon (or ``replay``, in trace time) draws it at, give or take a scrape; ``clock``
     sets the end instead. The signal's reference line is the baseline the engine last judged
     the subject by.
+
+    With ``background`` (the daemon's), a call on a running event loop reads the chart's
+    numbers there and draws in a worker thread: it returns the file the chart goes to at
+    once, and :meth:`ready` says when it is there. Without (``replay``, tests of the planner
+    alone) it draws before it returns. :meth:`close` stops the worker.
     """
 
     def __init__(
@@ -314,22 +335,29 @@ class IncidentCharts:
         minutes: float = 10.0,
         clock: Callable[[], float] | None = None,
         max_files: int = MAX_CHART_FILES,
+        background: bool = False,
     ) -> None:
         self.engine = engine
         self.directory = directory
         self.minutes = minutes
         self.clock = clock
         self.max_files = max_files
+        self.background = background
+        # Diagnostics (tests, the demo): counted on the loop and in the drawing thread.
         self.drawn = 0
         self.failed = 0
         self._log = get_logger("tritonguard.slack")
+        # One worker: charts are drawn one after the other, in the order the threads asked.
+        self._pool: ThreadPoolExecutor | None = None
+        # Charts handed to the worker and not yet waited for, by path.
+        self._drawing: dict[str, Future[bool]] = {}
 
     def __call__(
         self, event: IncidentEvent, records: list[ActionRecord], when: str
     ) -> dict[str, str] | None:
-        """Draw the chart for a thread opening or resolving; return the file, or None."""
+        """Chart a thread's opening or resolution; return the file to upload, or None."""
         try:
-            return self._draw(event, records, when)
+            return self._chart(event, records, when)
         except Exception as exc:  # a chart is a help, never a reason to lose the thread
             self.failed += 1
             self._log.warning(
@@ -337,7 +365,7 @@ class IncidentCharts:
             )
             return None
 
-    def _draw(
+    def _chart(
         self, event: IncidentEvent, records: list[ActionRecord], when: str
     ) -> dict[str, str] | None:
         s = event.subject
@@ -345,6 +373,7 @@ class IncidentCharts:
         now = self.clock() if self.clock is not None else newest_time(self.engine.store, s)
         if now is None:
             now = max([event.at, *(r.at for r in records)])
+        # On the caller's thread: the store is the loop's, and not safe to read elsewhere.
         data = chart_data(
             self.engine.store,
             self.engine.t,
@@ -360,9 +389,12 @@ class IncidentCharts:
             return None
         name = f"{_safe(event.incident_id)}-{_safe(when)}.png"
         path = self.directory / name
-        _write(path, render_png(data))
-        self.drawn += 1
-        prune(self.directory, self.max_files)
+        if self.background and _on_loop():
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tritonguard-charts")
+            self._drawing[str(path)] = self._pool.submit(self._draw, data, path, event)
+        elif not self._draw(data, path, event):
+            return None
         shown = data.signal_label.split(" (")[0] if data.signal else "Latency"
         what = shown[:1].lower() + shown[1:]
         return {
@@ -371,14 +403,72 @@ class IncidentCharts:
             "title": f"{event.cause} on {s.model}: queue vs compute and {what}",
         }
 
+    def _draw(self, data: ChartData, path: Path, event: IncidentEvent) -> bool:
+        """Draw, write and prune (in the worker thread, in the daemon); False if it failed."""
+        try:
+            _write(path, render_png(data))
+            self.drawn += 1
+            prune(self.directory, self.max_files)
+        except Exception as exc:  # a chart is a help, never a reason to lose the thread
+            self.failed += 1
+            self._log.warning(
+                "incident chart not drawn", incident=event.incident_id, error=repr(exc)
+            )
+            return False
+        return True
+
+    async def ready(self, file: Mapping[str, str], timeout_s: float = CHART_WAIT_S) -> bool:
+        """Wait for a chart being drawn; return whether its file is there to upload.
+
+        A file this maker is not drawing (drawn before it returned, or by an earlier run)
+        is up to the upload to read. One whose drawing failed, or took over ``timeout_s``,
+        is not: the outbox drops its upload.
+        """
+        path = file.get("path", "")
+        drawing = self._drawing.get(path)
+        if drawing is None:
+            return True
+        if drawing.cancelled():
+            self._drawing.pop(path, None)
+            return False  # the worker stopped (shutdown) before it drew this one
+        try:
+            # shield: a timeout gives up waiting, it does not stop a drawing under way.
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(asyncio.wrap_future(drawing))
+        except TimeoutError:
+            self._log.warning("incident chart not drawn in time", path=path, waited_s=timeout_s)
+            return False
+        finally:
+            self._drawing.pop(path, None)
+
+    def close(self) -> None:
+        """Stop the worker: charts not yet drawn are not (their uploads are dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _on_loop() -> bool:
+    """Tell whether the caller runs on an event loop (the daemon): then drawing goes elsewhere."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
 
 def chart_maker(settings: Settings, engine: Engine) -> ChartMaker | None:
     """Return the threads' chart maker from settings, or None with ``slack.charts`` off.
 
-    One call for every path that builds the threads (the daemon, ``replay``, tests).
+    One call for every path that builds the threads (the daemon, ``replay``, tests). It draws
+    off the event loop: give it to :func:`~tritonguard.runtime.slack_threads.build_threads`,
+    which has the outbox wait for each chart and stops the drawing thread on close.
     """
     if not settings.slack.charts:
         return None
     return IncidentCharts(
-        engine, chart_dir(settings.audit_db_path), minutes=settings.slack.chart_minutes
+        engine,
+        chart_dir(settings.audit_db_path),
+        minutes=settings.slack.chart_minutes,
+        background=True,
     )

@@ -282,6 +282,10 @@ class Transport(Protocol):
         ...
 
 
+# Waits for an upload's file (its ``Outgoing.file``) to be written; False: it never will be.
+FileReady = Callable[[dict[str, str]], Awaitable[bool]]
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """How long to wait after the n-th failed attempt: doubling from ``initial_s`` to ``max_s``."""
@@ -306,12 +310,14 @@ class OutboxWorker:
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        file_ready: FileReady | None = None,
     ) -> None:
         self.outbox = outbox
         self.transport = transport
         self.backoff = backoff or Backoff()
         self.clock = clock
         self.sleep = sleep
+        self.file_ready = file_ready
         self.paused_until = 0.0
         # Messages this process gave up on (a counter: the outbox keeps them as ``dead``).
         self.given_up = 0
@@ -371,6 +377,8 @@ class OutboxWorker:
             self.given_up += dropped
             self._log.error("slack thread given up", thread=item.thread, messages=dropped)
             return True
+        if item.kind == "upload" and not await self._file_ready(head):
+            return True
         try:
             ref = await self.transport.deliver(item, thread, check=head.ambiguous)
         except DeliveryError as exc:
@@ -379,6 +387,26 @@ class OutboxWorker:
             self.outbox.set_thread(item.thread, ref, now)
         self.outbox.mark(head.item_id, "sent", ts=ref.root_ts)
         return True
+
+    async def _file_ready(self, head: Pending) -> bool:
+        """Wait for an upload's file to be written; drop the upload if it never will be.
+
+        The file is drawn off the loop (``IncidentCharts``) after the upload was queued. One
+        that was not drawn is no delivery failure: the upload is settled (``dead``, with why,
+        never tried again, so never uploaded twice), not counted as given up, and the
+        thread's next messages go on.
+        """
+        if self.file_ready is None or head.item.file is None:
+            return True
+        if await self.file_ready(head.item.file):
+            return True
+        self.outbox.mark(head.item_id, "dead", error="chart not drawn")
+        self._log.warning(
+            "slack chart upload dropped: the chart was not drawn",
+            thread=head.item.thread,
+            chart=head.item.file.get("path"),
+        )
+        return False
 
     def _failed(self, head: Pending, exc: DeliveryError, now: float) -> bool:
         item = head.item

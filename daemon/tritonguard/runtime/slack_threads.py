@@ -36,6 +36,7 @@ from tritonguard.core.slack_thread import (
     request_of,
 )
 from tritonguard.logs import get_logger
+from tritonguard.runtime.incident_charts import IncidentCharts
 from tritonguard.runtime.slack_outbox import (
     Backoff,
     OutboxWorker,
@@ -264,9 +265,15 @@ def build_threads(
     console: Callable[[str], None] | None = None,
     incident: Callable[[str], IncidentEvent | None] = lambda _: None,
 ) -> SlackThreads:
-    """Build the threads from settings: Slack with a token, else the console and the log."""
+    """Build the threads from settings: Slack with a token, else the console and the log.
+
+    A ``chart`` that draws off the event loop (``IncidentCharts``, as ``chart_maker`` builds
+    it) is waited for by the outbox before each upload, and stopped when the threads close.
+    """
     s = settings.slack
     closers: list[Callable[[], object]] = []
+    if isinstance(chart, IncidentCharts):
+        closers.append(chart.close)
     if transport is None:
         if s.token is not None:
             api = SlackNotifier(s.token.get_secret_value(), base_url=s.base_url, retries=False)
@@ -281,6 +288,7 @@ def build_threads(
         transport,
         backoff=Backoff(o.retry_initial_s, o.retry_max_s, o.give_up_after_s),
         clock=clock,
+        file_ready=chart.ready if isinstance(chart, IncidentCharts) else None,
     )
     planner = ThreadPlanner(thread_settings(settings), chart=chart)
     return SlackThreads(planner, outbox, worker, clock=clock, incident=incident, closers=closers)
