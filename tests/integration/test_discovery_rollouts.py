@@ -228,7 +228,9 @@ async def test_a_watch_failing_past_the_bound_withholds_its_endpoints_from_actio
         assert why is not None and "has been failing for" in why and "unreachable" in why
         assert [t.name for t in app.known_targets()] == ["ml/triton-0"]  # still scraped
         await fake_kube.start()  # back on the same port
-        await _wait_for(lambda: bool(handed[-1]), timeout_s=5.0)
+        # The watch comes back on discovery's next retry, which backs off (doubling, up to
+        # 30 s) while the API is away: wait out the longest backoff, not a guess at it.
+        await _wait_for(lambda: bool(handed[-1]), timeout_s=40.0)
         assert app.discovery.stale(NS) is None
     finally:
         task.cancel()

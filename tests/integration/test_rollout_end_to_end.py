@@ -353,5 +353,8 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
         f"(the daemon's evidence), {recovered_p99:.0f} ms after the revert (client); "
         f"diagnosed {detected_s:.1f} s after the rollout; {took:.0f} s in all"
     )
-    assert raised_p99 > 100 > healthy_p99
-    assert recovered_p99 < min(100.0, raised_p99 / 2)
+    # Relative to what this run measured, so a loaded machine's slower requests pass while a
+    # revert that changed nothing (p99 still near the fault's) still fails.
+    assert raised_p99 > 2 * healthy_p99, "the fault raised the tail"
+    assert recovered_p99 < raised_p99 / 2, "the revert brought the tail down"
+    assert recovered_p99 < 4 * healthy_p99 + 25.0, "back near where it was before the rollout"

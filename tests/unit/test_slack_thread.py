@@ -139,7 +139,7 @@ def waiting(state: str = "pending") -> ApprovalView:
         what="ranker +1 replicas",
         approvers=("S0ONCALL01",),
         expires_at=700.0,
-        state=state,  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]  # tests pass each state as a plain str
         decided_by="" if state == "pending" else "U0ALICE001",
         decided_at=None if state == "pending" else 130.0,
     )
