@@ -7,7 +7,7 @@ replaced by one of the new ReplicaSet. It points at a third real Triton, started
 model config the new revision ships (``max_queue_delay_microseconds`` 500 → 150000), and the
 load moves to it, as the Service would. The daemon, which found the Tritons through discovery,
 diagnoses batching_delay on the new pod naming the rollout and the config diff; its playbook
-posts to the fake Slack, reverts the config through the discovered endpoint (real client p99
+posts to the fake Slack, reverts the config through the discovered endpoint (real clients' latency
 comes back, and the verify step passes), scales the pod's Deployment, and ``kubectl get
 events`` shows the incident and the actions on the pod and the Deployment.
 """
@@ -102,8 +102,12 @@ async def _kubectl(kubeconfig: Path, *args: str) -> str:
     return out.decode()
 
 
-async def client_p99_ms(url: str, requests: int = 24) -> float:
-    """Return the p99 latency real clients see, from requests sent at a low, steady rate."""
+async def client_latency_ms(url: str, requests: int = 24) -> tuple[float, float]:
+    """Return the median and p99 latency real clients see, at a low, steady rate.
+
+    The p99 of 24 requests is their slowest, which one stall of a loaded machine sets; the
+    median is what the batcher's delay moves.
+    """
     client = aioclient.InferenceServerClient(url.removeprefix("http://"))
     tensor = httpclient.InferInput("INPUT0", list(SHAPE), "FP32")
     tensor.set_data_from_numpy(np.zeros(SHAPE, dtype=np.float32), binary_data=True)
@@ -118,7 +122,8 @@ async def client_p99_ms(url: str, requests: int = 24) -> float:
         for _ in range(requests):
             tasks.append(asyncio.create_task(one()))
             await asyncio.sleep(0.05)
-        return float(np.percentile(await asyncio.gather(*tasks), 99))
+        seen = await asyncio.gather(*tasks)
+        return float(np.median(seen)), float(np.percentile(seen, 99))
     finally:
         await client.close()
 
@@ -235,7 +240,7 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
                 20,
                 "the first config reads",
             )
-            healthy_p99 = await client_p99_ms(a.http_url)
+            healthy_median, healthy_p99 = await client_latency_ms(a.http_url)
             # The rollout: revision 2's image ships the raised delay.
             patch = [
                 {
@@ -298,7 +303,7 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             async with TritonClient(c.http_url) as triton:
                 live = await triton.model_config(MODEL)
             assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 500
-            recovered_p99 = await client_p99_ms(c.http_url)
+            recovered_median, recovered_p99 = await client_latency_ms(c.http_url)
             assert fake_kube.replicas("Deployment", NS, "triton-a") == 2
             await _wait_for(lambda: bool(fake_slack.roots_in("tritonguard-alerts")), 10, "Slack")
             [root] = fake_slack.roots_in("tritonguard-alerts")
@@ -350,11 +355,13 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
     took = time.monotonic() - started
     print(
         f"p99: {healthy_p99:.0f} ms healthy (client), {raised_p99:.0f} ms at the incident "
-        f"(the daemon's evidence), {recovered_p99:.0f} ms after the revert (client); "
+        f"(the daemon's evidence), {recovered_p99:.0f} ms after the revert (client); median "
+        f"{healthy_median:.0f} ms healthy, {recovered_median:.0f} ms after the revert; "
         f"diagnosed {detected_s:.1f} s after the rollout; {took:.0f} s in all"
     )
     # Relative to what this run measured, so a loaded machine's slower requests pass while a
-    # revert that changed nothing (p99 still near the fault's) still fails.
+    # revert that changed nothing still fails: at a low steady rate the raised delay holds
+    # each request in the batcher for up to RAISED_US, the reverted one for 0.5 ms.
     assert raised_p99 > 2 * healthy_p99, "the fault raised the tail"
-    assert recovered_p99 < raised_p99 / 2, "the revert brought the tail down"
-    assert recovered_p99 < 4 * healthy_p99 + 25.0, "back near where it was before the rollout"
+    assert recovered_median < RAISED_US / 1000 / 2, "the revert took the batcher's wait out"
+    assert recovered_median < 4 * healthy_median + 25.0, "back near where it was before"
