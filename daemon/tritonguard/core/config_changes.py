@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tritonguard.core.change_text import changes_line
 from tritonguard.core.config_patch import Change, diff
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 # Changes kept per subject: a rollout is one or two; more within the lookback is churn, and
 # the newest ones are what an incident follows.
 MAX_PER_SUBJECT = 4
-# Leaves listed in a summary line; the rest are counted ("and 3 more").
-SUMMARY_LEAVES = 3
 # Triton's own bookkeeping: leaves that differ between reads of one unchanged config.
 _NOISE = ("version_policy.latest", "metric_tags")
 
@@ -64,10 +63,7 @@ class ConfigChange:
         """
         if not self.changes and self.rollout is not None:
             return self.rollout.summary()
-        parts = [f"{c.path}: {_show(c.old)} → {_show(c.new)}" for c in self.changes]
-        head = "; ".join(parts[:SUMMARY_LEAVES])
-        more = len(parts) - SUMMARY_LEAVES
-        return head + (f"; and {more} more" if more > 0 else "")
+        return changes_line(self.changes)
 
     def as_dict(self, onset: float | None = None) -> dict[str, Any]:
         """Return the JSON form; with ``onset``, how long before it the change was read."""
@@ -85,13 +81,6 @@ class ConfigChange:
         if self.rollout is not None:
             out["rollout"] = self.rollout.as_dict(onset)
         return out
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "(none)"
-    text = str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def config_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:

@@ -11,32 +11,18 @@ revision 7.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tritonguard.core.change_text import HIDDEN, SECRET_ASSIGN, SECRETISH, changes_line
 from tritonguard.core.config_patch import Change
 from tritonguard.core.urls import redact_text
 
-# Leaves listed in a summary line; the rest are counted.
-SUMMARY_LEAVES = 3
 # Pods whose rollout is kept; the oldest go first (a rollout older than the baseline's
 # lookback is part of what the baseline calls normal anyway).
 MAX_PODS = 4096
 _CONTAINER_LISTS = ("initContainers", "containers")
-# Names of settings that hold secrets. A rollout diff goes to logs, Slack and Events: a
-# value under such a name (Triton's `--http-restricted-api=...:triton-access-token=<value>`,
-# an env API_KEY) is shown as changed, never as itself.
-_SECRETISH = re.compile(
-    r"token|secret|passw(?:or)?d|api[-_]?key|credential|auth|private[-_]?key|bearer", re.I
-)
-_SECRET_ASSIGN = re.compile(
-    r"(?:token|secret|passw(?:or)?d|api[-_]?key|credential|auth\w*|private[-_]?key|bearer)"
-    r"[^=:]*[=:]",
-    re.I,
-)
-HIDDEN = "***"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +67,7 @@ class RolloutChange:
             if self.previous_name is None:
                 return "no earlier revision kept to compare with"
             return "pod template: no image, command, args or env change"
-        parts = [f"{c.path}: {_show(c.old)} → {_show(c.new)}" for c in self.changes]
-        more = len(parts) - SUMMARY_LEAVES
-        return "; ".join(parts[:SUMMARY_LEAVES]) + (f"; and {more} more" if more > 0 else "")
+        return changes_line(self.changes, width=60, words=True)
 
     def summary(self) -> str:
         """Return the rollout and its diff in one line."""
@@ -116,13 +100,6 @@ class RolloutChange:
         return out
 
 
-def _show(value: Any) -> str:
-    if value is None:
-        return "(none)"
-    text = " ".join(value) if isinstance(value, list | tuple) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -131,7 +108,7 @@ def _env_value(entry: Mapping[str, Any]) -> str:
     """Return an env entry's value, or where it comes from (a Secret's value is never read)."""
     if "value" in entry:
         value = str(entry["value"])
-        if _SECRETISH.search(str(entry.get("name") or "")):
+        if SECRETISH.search(str(entry.get("name") or "")):
             # Two values of a secret differ or not; which they are is nobody's business here.
             return f"{HIDDEN} (literal, {len(value)} characters)"
         return redact_text(value)
@@ -167,7 +144,7 @@ def _env(container: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _words(value: Any) -> list[str] | None:
-    """Return a command or args list with every secret hidden (see ``_SECRETISH``)."""
+    """Return a command or args list with every secret hidden (see ``SECRETISH``)."""
     if not isinstance(value, list):
         return None
     out: list[str] = []
@@ -176,9 +153,9 @@ def _words(value: Any) -> list[str] | None:
         word = redact_text(raw)
         if hide_next:
             word, hide_next = HIDDEN, False
-        elif (m := _SECRET_ASSIGN.search(word)) is not None:
+        elif (m := SECRET_ASSIGN.search(word)) is not None:
             word = word[: m.end()] + HIDDEN
-        elif word.startswith("-") and _SECRETISH.search(word):
+        elif word.startswith("-") and SECRETISH.search(word):
             hide_next = True  # `--token s3cret`: the flag's value is the next word
         out.append(word)
     return out
