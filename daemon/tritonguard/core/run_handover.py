@@ -89,6 +89,8 @@ class HandedVerification:
     started_at: float
     # (action, params) of each undo, in the order the steps took them.
     undos: tuple[tuple[str, dict[str, Any]], ...]
+    # Which of ``undos`` (by index) put their value back when the incident resolves.
+    on_resolve: frozenset[int] = frozenset()
 
     def key(self) -> tuple[str, str, float]:
         """Return what identifies the verification on every replica."""
@@ -116,6 +118,8 @@ class HandedIntent:
     undo: tuple[str, dict[str, Any]]
     # (action, params) of each undo of the steps before it, in the order they took them.
     undos: tuple[tuple[str, dict[str, Any]], ...]
+    # Which of ``undos`` (by index) put their value back when the incident resolves.
+    on_resolve: frozenset[int] = frozenset()
 
     def key(self) -> tuple[str, str, str, float]:
         """Return what identifies the step on every replica."""
@@ -150,54 +154,60 @@ class HandedApproval:
     expires_at: float
     undos: tuple[tuple[str, dict[str, Any]], ...]
     thread: dict[str, Any] | None = None
+    # Which of ``undos`` (by index) put their value back when the incident resolves.
+    on_resolve: frozenset[int] = frozenset()
 
 
 Handed = HandedVerification | HandedIntent
 
 
-def _verification_row(item: HandedVerification) -> dict[str, Any]:
-    return {
+def _common_row(item: Handed | HandedApproval) -> dict[str, Any]:
+    """Return the fields every handed-over row carries: the incident, the playbook, the undos.
+
+    ``on_resolve`` sits beside ``undos`` (not inside its pairs), so a replica that predates it
+    still reads the pairs; it is left out when no undo restores on resolve.
+    """
+    row: dict[str, Any] = {
         "incident": item.incident_id,
         "playbook": item.playbook,
         "cause": item.cause,
         "subject": [item.namespace, item.model, item.pod],
         "opened_at": round(item.opened_at, 3),
+        "undos": [[action, params] for action, params in item.undos],
+    }
+    if item.on_resolve:
+        row["on_resolve"] = sorted(item.on_resolve)
+    return row
+
+
+def _verification_row(item: HandedVerification) -> dict[str, Any]:
+    return {
+        **_common_row(item),
         "checks": list(item.checks),
         "wait_s": item.wait_s,
         "started_at": round(item.started_at, 3),
-        "undos": [[action, params] for action, params in item.undos],
     }
 
 
 def _intent_row(item: HandedIntent) -> dict[str, Any]:
     return {
-        "incident": item.incident_id,
-        "playbook": item.playbook,
-        "cause": item.cause,
-        "subject": [item.namespace, item.model, item.pod],
-        "opened_at": round(item.opened_at, 3),
+        **_common_row(item),
         "action": item.action,
         "started_at": round(item.started_at, 3),
         "undo": list(item.undo),
-        "undos": [[action, params] for action, params in item.undos],
     }
 
 
 def _approval_row(item: HandedApproval) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": item.approval_id,
-        "incident": item.incident_id,
-        "playbook": item.playbook,
-        "cause": item.cause,
-        "subject": [item.namespace, item.model, item.pod],
-        "opened_at": round(item.opened_at, 3),
+        **_common_row(item),
         "step": item.step_index,
         "action": item.action,
         "params": item.params,
         "approvers": list(item.approvers),
         "requested_at": round(item.requested_at, 3),
         "expires_at": round(item.expires_at, 3),
-        "undos": [[action, params] for action, params in item.undos],
     }
     if item.thread is not None:
         row["thread"] = item.thread
@@ -247,55 +257,63 @@ def encode_verifications(items: Sequence[Handed | HandedApproval]) -> tuple[str,
     return text, len(items) - sum(len(v) for v in kept.values())
 
 
-def _undo_pairs(rows: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
-    return tuple((str(a), dict(p)) for a, p in rows)
+def _common_fields(row: Any) -> dict[str, Any]:
+    """Decode the fields every handed-over row carries (``_common_row``), as keyword arguments.
+
+    Raises KeyError, TypeError or ValueError on a malformed row; the caller names the row.
+    """
+    ns, model, pod = (str(x) for x in row["subject"])
+    undos = tuple((str(a), dict(p)) for a, p in row["undos"])
+    # Absent in annotations written before restores on resolve were handed over.
+    on_resolve = frozenset(int(i) for i in row.get("on_resolve", ()))
+    if any(not 0 <= i < len(undos) for i in on_resolve):
+        raise ValueError(f"on_resolve {sorted(on_resolve)} names an undo that is not there")
+    return {
+        "incident_id": str(row["incident"]),
+        "playbook": str(row["playbook"]),
+        "cause": str(row["cause"]),
+        "namespace": ns,
+        "model": model,
+        "pod": pod,
+        "opened_at": float(row["opened_at"]),
+        "undos": undos,
+        "on_resolve": on_resolve,
+    }
+
+
+def _extra_rows(text: str, key: str) -> list[Any]:
+    """Return an optional list of the annotation (absent before its kind was handed over)."""
+    _rows(text, "verifications")
+    rows = json.loads(text).get(key, [])
+    if not isinstance(rows, list):
+        raise ValueError(f"'{key}' must be a list")
+    return rows
 
 
 def decode_verifications(text: str) -> list[Handed]:
     """Parse an annotation written by ``encode_verifications``; ValueError says what is wrong."""
-    rows = _rows(text, "verifications")
     out: list[Handed] = []
-    for i, row in enumerate(rows):
+    for i, row in enumerate(_rows(text, "verifications")):
         try:
-            ns, model, pod = (str(x) for x in row["subject"])
             out.append(
                 HandedVerification(
-                    incident_id=str(row["incident"]),
-                    playbook=str(row["playbook"]),
-                    cause=str(row["cause"]),
-                    namespace=ns,
-                    model=model,
-                    pod=pod,
-                    opened_at=float(row["opened_at"]),
+                    **_common_fields(row),
                     checks=tuple(dict(c) for c in row["checks"]),
                     wait_s=float(row["wait_s"]),
                     started_at=float(row["started_at"]),
-                    undos=_undo_pairs(row["undos"]),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"verification {i} is malformed ({exc})") from None
-    # Absent in annotations written before changes in flight were handed over.
-    intents = json.loads(text).get("intents", [])
-    if not isinstance(intents, list):
-        raise ValueError("'intents' must be a list")
-    for i, row in enumerate(intents):
+    for i, row in enumerate(_extra_rows(text, "intents")):
         try:
-            ns, model, pod = (str(x) for x in row["subject"])
             action, params = row["undo"]
             out.append(
                 HandedIntent(
-                    incident_id=str(row["incident"]),
-                    playbook=str(row["playbook"]),
-                    cause=str(row["cause"]),
-                    namespace=ns,
-                    model=model,
-                    pod=pod,
-                    opened_at=float(row["opened_at"]),
+                    **_common_fields(row),
                     action=str(row["action"]),
                     started_at=float(row["started_at"]),
                     undo=(str(action), dict(params)),
-                    undos=_undo_pairs(row["undos"]),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -309,34 +327,22 @@ def decode_approvals(text: str) -> list[HandedApproval]:
     Absent in annotations written before approvals were handed over. ValueError says what
     is wrong.
     """
-    _rows(text, "verifications")
-    rows = json.loads(text).get("approvals", [])
-    if not isinstance(rows, list):
-        raise ValueError("'approvals' must be a list")
     out: list[HandedApproval] = []
-    for i, row in enumerate(rows):
+    for i, row in enumerate(_extra_rows(text, "approvals")):
         try:
-            ns, model, pod = (str(x) for x in row["subject"])
             thread = row.get("thread")
             if thread is not None and not isinstance(thread, dict):
                 raise TypeError("thread must be an object")
             out.append(
                 HandedApproval(
+                    **_common_fields(row),
                     approval_id=str(row["id"]),
-                    incident_id=str(row["incident"]),
-                    playbook=str(row["playbook"]),
-                    cause=str(row["cause"]),
-                    namespace=ns,
-                    model=model,
-                    pod=pod,
-                    opened_at=float(row["opened_at"]),
                     step_index=int(row["step"]),
                     action=str(row["action"]),
                     params=dict(row["params"]),
                     approvers=tuple(str(a) for a in row["approvers"]),
                     requested_at=float(row["requested_at"]),
                     expires_at=float(row["expires_at"]),
-                    undos=_undo_pairs(row["undos"]),
                     thread=thread,
                 )
             )

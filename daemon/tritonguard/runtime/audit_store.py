@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -19,7 +19,12 @@ from tritonguard.core.playbook_decisions import (
     PendingIntent,
     PendingVerification,
 )
-from tritonguard.core.run_handover import Handed, HandedIntent, HandedVerification
+from tritonguard.core.run_handover import (
+    Handed,
+    HandedApproval,
+    HandedIntent,
+    HandedVerification,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -155,6 +160,28 @@ class PendingUndo:
     action: str
     params: dict[str, Any]
     dry_run: bool = False
+    # Whether it puts its value back when the incident resolves (else only on a rollback).
+    on_resolve: bool = False
+
+
+# The columns ``_undo`` rebuilds an undo from, in its order.
+_UNDO_COLUMNS = "id, playbook, action, params, dry_run, on_resolve"
+# What verifications, intents and approvals store first: the incident and the playbook
+# (``_incident_values`` writes them, ``_left_incident`` reads them back).
+_INCIDENT_COLUMNS = "incident_id, playbook, cause, namespace, model, pod, opened_at"
+_VERIFICATION_COLUMNS = f"id, {_INCIDENT_COLUMNS}, checks, wait_s, started_at, undo_ids"
+_INTENT_COLUMNS = f"id, {_INCIDENT_COLUMNS}, action, undo_action, undo_params, undo_ids, started_at"
+_APPROVAL_COLUMNS = (
+    f"approval_id, {_INCIDENT_COLUMNS}, step_index, action, params, approvers, requested_at,"
+    " expires_at, undo_ids"
+)
+
+
+def _undo(row: Sequence[Any]) -> PendingUndo:
+    """Rebuild an undo from its row (columns as ``_UNDO_COLUMNS``)."""
+    return PendingUndo(
+        int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), bool(row[4]), bool(row[5])
+    )
 
 
 class AuditStore:
@@ -395,10 +422,7 @@ class AuditStore:
         dry_run: bool | None = None,
     ) -> list[PendingUndo]:
         """Return undos not yet done, newest first (the order they undo in)."""
-        sql = (
-            "SELECT id, playbook, action, params, dry_run FROM undos"
-            " WHERE incident_id = ? AND done = 0"
-        )
+        sql = f"SELECT {_UNDO_COLUMNS} FROM undos WHERE incident_id = ? AND done = 0"
         args: list[Any] = [incident_id]
         for column, value in (("on_resolve", on_resolve), ("playbook", playbook)):
             if value is not None:
@@ -408,9 +432,7 @@ class AuditStore:
             sql += " AND dry_run = ?"
             args.append(int(dry_run))
         rows = self._exec(sql + " ORDER BY id DESC", tuple(args)).fetchall()
-        return [
-            PendingUndo(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]), bool(r[4])) for r in rows
-        ]
+        return [_undo(r) for r in rows]
 
     def hand_over_undos(self, from_incident: str, to_incident: str) -> list[PendingUndo]:
         """Move pending restore-on-resolve undos to another incident; return what moved."""
@@ -427,8 +449,9 @@ class AuditStore:
         A restore-on-resolve undo holds until it runs; any other undo holds only while its
         incident is open (it is kept for a rollback, never run on success).
         """
+        columns = ", ".join(f"u.{c.strip()}" for c in _UNDO_COLUMNS.split(","))
         rows = self._exec(
-            "SELECT u.id, u.playbook, u.action, u.params, u.dry_run, u.incident_id FROM undos u"
+            f"SELECT {columns}, u.incident_id FROM undos u"
             " LEFT JOIN incidents i ON i.incident_id = u.incident_id"
             " WHERE u.action = ? AND u.done = 0 AND u.dry_run = 0 AND u.incident_id != ?"
             # An undo whose incident this store never saw open (one adopted with an approval
@@ -437,10 +460,7 @@ class AuditStore:
             " ORDER BY u.id",
             (action, incident_id),
         ).fetchall()
-        return [
-            (str(r[5]), PendingUndo(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]), bool(r[4])))
-            for r in rows
-        ]
+        return [(str(r[6]), _undo(r)) for r in rows]
 
     def mark_undo_done(self, undo_id: int) -> None:
         """Mark an undo as carried out."""
@@ -531,19 +551,11 @@ class AuditStore:
         origin: str = "",
     ) -> int:
         """Write a verification down before its wait begins, so a killed daemon's is not lost."""
-        s = event.subject
         cur = self._exec(
-            "INSERT INTO verifications (incident_id, playbook, cause, namespace, model, pod,"
-            " opened_at, checks, wait_s, started_at, undo_ids, origin)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO verifications ({_INCIDENT_COLUMNS}, checks, wait_s, started_at,"
+            " undo_ids, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                event.incident_id,
-                playbook,
-                event.cause,
-                s.namespace,
-                s.model,
-                s.pod,
-                event.opened_at,
+                *_incident_values(event, playbook),
                 json.dumps(checks, sort_keys=True),
                 wait_s,
                 started_at,
@@ -560,78 +572,109 @@ class AuditStore:
     def pending_verifications(self) -> list[PendingVerification]:
         """Return verifications without a verdict, oldest first."""
         rows = self._exec(
-            "SELECT id, incident_id, playbook, cause, namespace, model, pod, opened_at, checks,"
-            " wait_s, started_at, undo_ids FROM verifications WHERE state = 'pending' ORDER BY id"
+            f"SELECT {_VERIFICATION_COLUMNS} FROM verifications WHERE state = 'pending' ORDER BY id"
         ).fetchall()
-        return [
-            PendingVerification(
-                verification_id=int(r[0]),
-                incident=_left_incident(
-                    r, float(r[10]), f"verification of {r[2]} left without a verdict"
-                ),
-                playbook=str(r[2]),
-                checks=tuple(json.loads(r[8])),
-                wait_s=float(r[9]),
-                started_at=float(r[10]),
-                undo_ids=tuple(int(i) for i in json.loads(r[11])),
-            )
-            for r in rows
-        ]
+        return [_verification(r) for r in rows]
 
     def undos_by_id(self, undo_ids: Iterable[int]) -> list[PendingUndo]:
         """Return the undos among ``undo_ids`` not yet done, in the order given."""
         out = []
         for undo_id in undo_ids:
             row = self._exec(
-                "SELECT id, playbook, action, params, dry_run FROM undos WHERE id = ? AND done = 0",
-                (undo_id,),
+                f"SELECT {_UNDO_COLUMNS} FROM undos WHERE id = ? AND done = 0", (undo_id,)
             ).fetchone()
             if row is not None:
-                out.append(
-                    PendingUndo(
-                        int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), bool(row[4])
-                    )
-                )
+                out.append(_undo(row))
         return out
+
+    def handed_undos(self, undo_ids: Iterable[int]) -> dict[str, Any]:
+        """Return the ``undos`` and ``on_resolve`` fields handing these undos to the next leader."""
+        undos = self.undos_by_id(undo_ids)
+        return {
+            "undos": tuple((u.action, u.params) for u in undos),
+            "on_resolve": frozenset(i for i, u in enumerate(undos) if u.on_resolve),
+        }
+
+    def adopt_undos(self, item: Handed | HandedApproval) -> list[int]:
+        """Write the undos another replica handed over down here, each restoring as it did."""
+        return [
+            self.add_undo(item.incident_id, item.playbook, action, params, i in item.on_resolve)
+            for i, (action, params) in enumerate(item.undos)
+        ]
+
+    def settle_handed_undos(self, undo_ids: Iterable[int]) -> None:
+        """Drop the undos of work the leader settled: they are in its ledger, its to carry out.
+
+        Kept here, a follower's resolution would restore them too (a second actor), and a
+        raise they describe would look held after the leader put it back.
+        """
+        for undo_id in undo_ids:
+            self.mark_undo_done(undo_id)
+
+    def adopted_incidents(self) -> list[IncidentEvent]:
+        """Return other replicas' incidents whose restores on resolve were handed over here.
+
+        Their ids are the other replica's (each hashes its own evaluation time), so this
+        store never saw them open; the handed-over rows say what they were. A local incident
+        that is the same one (``same_incident``) takes their restores when it resolves.
+        """
+        parts = " UNION ".join(
+            f"SELECT {_INCIDENT_COLUMNS} FROM {table}"
+            for table in ("verifications", "intents", "approvals")
+        )
+        rows = self._exec(
+            f"SELECT DISTINCT {_INCIDENT_COLUMNS} FROM ({parts})"
+            " WHERE incident_id IN (SELECT incident_id FROM undos WHERE done = 0 AND on_resolve = 1)"
+            " AND incident_id NOT IN (SELECT incident_id FROM incidents) ORDER BY opened_at"
+        ).fetchall()
+        return [
+            _left_incident((None, *r), float(r[6]), f"{r[1]} handed over by another replica")
+            for r in rows
+        ]
 
     def handed_verifications(self) -> list[Handed]:
         """Return the pending verifications and changes in flight, for the next leader."""
-        out: list[Handed] = []
-        for v in self.pending_verifications():
-            s = v.incident.subject
-            out.append(
-                HandedVerification(
-                    incident_id=v.incident.incident_id,
-                    playbook=v.playbook,
-                    cause=v.incident.cause,
-                    namespace=s.namespace,
-                    model=s.model,
-                    pod=s.pod,
-                    opened_at=v.incident.opened_at,
-                    checks=v.checks,
-                    wait_s=v.wait_s,
-                    started_at=v.started_at,
-                    undos=tuple((u.action, u.params) for u in self.undos_by_id(v.undo_ids)),
-                )
+        out: list[Handed] = [
+            HandedVerification(
+                **_handed_incident(v.incident, v.playbook),
+                **self.handed_undos(v.undo_ids),
+                checks=v.checks,
+                wait_s=v.wait_s,
+                started_at=v.started_at,
             )
-        for i in self.pending_intents():
-            s = i.incident.subject
-            out.append(
-                HandedIntent(
-                    incident_id=i.incident.incident_id,
-                    playbook=i.playbook,
-                    cause=i.incident.cause,
-                    namespace=s.namespace,
-                    model=s.model,
-                    pod=s.pod,
-                    opened_at=i.incident.opened_at,
-                    action=i.action,
-                    started_at=i.started_at,
-                    undo=(i.undo_action, dict(i.undo_params)),
-                    undos=tuple((u.action, u.params) for u in self.undos_by_id(i.undo_ids)),
-                )
+            for v in self.pending_verifications()
+        ]
+        out += [
+            HandedIntent(
+                **_handed_incident(i.incident, i.playbook),
+                **self.handed_undos(i.undo_ids),
+                action=i.action,
+                started_at=i.started_at,
+                undo=(i.undo_action, dict(i.undo_params)),
             )
+            for i in self.pending_intents()
+        ]
         return out
+
+    def handed_approvals(
+        self, thread_of: Callable[[str, str], dict[str, Any] | None]
+    ) -> list[HandedApproval]:
+        """Return the approvals waiting here with their undos, and their threads, for the next leader."""
+        return [
+            HandedApproval(
+                **_handed_incident(p.incident, p.playbook),
+                **self.handed_undos(p.undo_ids),
+                approval_id=p.approval_id,
+                step_index=p.step_index,
+                action=p.action,
+                params=dict(p.params),
+                approvers=p.approvers,
+                requested_at=p.requested_at,
+                expires_at=p.expires_at,
+                thread=thread_of(p.incident.incident_id, p.approval_id),
+            )
+            for p in self.pending_approvals()
+        ]
 
     def adopt_verifications(self, published: list[Handed], origin: str) -> int:
         """Make this store's pending verifications and intents the leader's; return how many were new.
@@ -651,19 +694,16 @@ class AuditStore:
         for v in self.pending_verifications():
             key = (v.incident.incident_id, v.playbook, round(v.started_at, 3))
             have[key] = v.verification_id
-        for key, verification_id in have.items():
             if key not in wanted:
-                self.settle_verification(verification_id, "handed")
+                self.settle_verification(v.verification_id, "handed")
+                self.settle_handed_undos(v.undo_ids)
         added = 0
         for key, item in wanted.items():
             if key in have:
                 continue
-            undo_ids = [
-                self.add_undo(item.incident_id, item.playbook, action, params, False)
-                for action, params in item.undos
-            ]
+            undo_ids = self.adopt_undos(item)
             self.begin_verification(
-                _handed_event(item),
+                handed_event(item),
                 item.playbook,
                 list(item.checks),
                 item.wait_s,
@@ -676,27 +716,23 @@ class AuditStore:
 
     def _adopt_intents(self, published: list[HandedIntent], origin: str) -> int:
         wanted = {i.key(): i for i in published}
-        have = {
-            (i.incident.incident_id, i.playbook, i.action, round(i.started_at, 3)): i.intent_id
-            for i in self.pending_intents()
-        }
-        for key, intent_id in have.items():
+        have = {}
+        for i in self.pending_intents():
+            key = (i.incident.incident_id, i.playbook, i.action, round(i.started_at, 3))
+            have[key] = i.intent_id
             if key not in wanted:
-                self.settle_intent(intent_id, "handed")
+                self.settle_intent(i.intent_id, "handed")
+                self.settle_handed_undos(i.undo_ids)
         added = 0
         for key, item in wanted.items():
             if key in have:
                 continue
-            undo_ids = [
-                self.add_undo(item.incident_id, item.playbook, action, params, False)
-                for action, params in item.undos
-            ]
-            action, params = item.undo
+            undo_ids = self.adopt_undos(item)
             self.begin_intent(
-                _handed_event(item),
+                handed_event(item),
                 item.playbook,
                 item.action,
-                (action, params),
+                item.undo,
                 undo_ids,
                 item.started_at,
                 origin=origin,
@@ -723,19 +759,11 @@ class AuditStore:
         the step's outcome is known (:meth:`settle_step`); one still pending at the next start
         belongs to a daemon that stopped or died with the call in flight.
         """
-        s = event.subject
         cur = self._exec(
-            "INSERT INTO intents (incident_id, playbook, cause, namespace, model, pod,"
-            " opened_at, action, undo_action, undo_params, undo_ids, started_at, origin)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO intents ({_INCIDENT_COLUMNS}, action, undo_action, undo_params,"
+            " undo_ids, started_at, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                event.incident_id,
-                playbook,
-                event.cause,
-                s.namespace,
-                s.model,
-                s.pod,
-                event.opened_at,
+                *_incident_values(event, playbook),
                 action,
                 undo[0],
                 json.dumps(undo[1], sort_keys=True, default=str),
@@ -791,25 +819,9 @@ class AuditStore:
     def pending_intents(self) -> list[PendingIntent]:
         """Return change steps without an outcome, oldest first."""
         rows = self._exec(
-            "SELECT id, incident_id, playbook, cause, namespace, model, pod, opened_at, action,"
-            " undo_action, undo_params, undo_ids, started_at FROM intents"
-            " WHERE state = 'pending' ORDER BY id"
+            f"SELECT {_INTENT_COLUMNS} FROM intents WHERE state = 'pending' ORDER BY id"
         ).fetchall()
-        return [
-            PendingIntent(
-                intent_id=int(r[0]),
-                incident=_left_incident(
-                    r, float(r[12]), f"{r[8]} of {r[2]} left without an outcome"
-                ),
-                playbook=str(r[2]),
-                action=str(r[8]),
-                undo_action=str(r[9]),
-                undo_params=json.loads(r[10]),
-                undo_ids=tuple(int(i) for i in json.loads(r[11])),
-                started_at=float(r[12]),
-            )
-            for r in rows
-        ]
+        return [_intent(r) for r in rows]
 
     # ---- steps waiting for a human's approval ----------------------------------------------
     def begin_approval(  # noqa: PLR0917 - one row: the incident, the step, who, until when
@@ -826,20 +838,11 @@ class AuditStore:
         undo_ids: Sequence[int],
     ) -> PendingApproval:
         """Write a waiting step down before anyone can click: a restart keeps it waiting."""
-        s = event.subject
         self._exec(
-            "INSERT INTO approvals (approval_id, incident_id, playbook, cause, namespace, model,"
-            " pod, opened_at, step_index, action, params, approvers, requested_at, expires_at,"
-            " undo_ids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 approval_id,
-                event.incident_id,
-                playbook,
-                event.cause,
-                s.namespace,
-                s.model,
-                s.pod,
-                event.opened_at,
+                *_incident_values(event, playbook),
                 step_index,
                 action,
                 json.dumps(params, sort_keys=True, default=str),
@@ -862,16 +865,11 @@ class AuditStore:
             undo_ids=tuple(undo_ids),
         )
 
-    _APPROVAL_COLUMNS = (
-        "approval_id, incident_id, playbook, cause, namespace, model, pod, opened_at,"
-        " step_index, action, params, approvers, requested_at, expires_at, undo_ids"
-    )
-
     def pending_approvals(self, incident_id: str | None = None) -> list[PendingApproval]:
         """Return the steps still waiting for a decision (expired ones too), oldest first."""
         where, args = ("AND incident_id = ?", (incident_id,)) if incident_id else ("", ())
         rows = self._exec(
-            f"SELECT {self._APPROVAL_COLUMNS} FROM approvals WHERE state = 'pending' {where}"
+            f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE state = 'pending' {where}"
             " ORDER BY requested_at, approval_id",
             args,
         ).fetchall()
@@ -880,7 +878,7 @@ class AuditStore:
     def approval(self, approval_id: str) -> tuple[PendingApproval, dict[str, Any]] | None:
         """Return an approval and its state (``state``, ``decided_by``, ``decided_at``)."""
         row = self._exec(
-            f"SELECT {self._APPROVAL_COLUMNS}, state, decided_by, decided_at FROM approvals"
+            f"SELECT {_APPROVAL_COLUMNS}, state, decided_by, decided_at FROM approvals"
             " WHERE approval_id = ?",
             (approval_id,),
         ).fetchone()
@@ -928,6 +926,61 @@ class AuditStore:
         return texts
 
 
+def _incident_values(event: IncidentEvent, playbook: str) -> tuple[Any, ...]:
+    """Return the values of ``_INCIDENT_COLUMNS`` for a row of ``event``'s playbook."""
+    s = event.subject
+    return (
+        event.incident_id,
+        playbook,
+        event.cause,
+        s.namespace,
+        s.model,
+        s.pod,
+        event.opened_at,
+    )
+
+
+def _handed_incident(incident: IncidentEvent, playbook: str) -> dict[str, Any]:
+    """Return the incident fields of a row handed to the next leader (``core.run_handover``)."""
+    s = incident.subject
+    return {
+        "incident_id": incident.incident_id,
+        "playbook": playbook,
+        "cause": incident.cause,
+        "namespace": s.namespace,
+        "model": s.model,
+        "pod": s.pod,
+        "opened_at": incident.opened_at,
+    }
+
+
+def _verification(r: Sequence[Any]) -> PendingVerification:
+    """Rebuild a pending verification from its row (columns as ``_VERIFICATION_COLUMNS``)."""
+    return PendingVerification(
+        verification_id=int(r[0]),
+        incident=_left_incident(r, float(r[10]), f"verification of {r[2]} left without a verdict"),
+        playbook=str(r[2]),
+        checks=tuple(json.loads(r[8])),
+        wait_s=float(r[9]),
+        started_at=float(r[10]),
+        undo_ids=tuple(int(i) for i in json.loads(r[11])),
+    )
+
+
+def _intent(r: Sequence[Any]) -> PendingIntent:
+    """Rebuild a change step in flight from its row (columns as ``_INTENT_COLUMNS``)."""
+    return PendingIntent(
+        intent_id=int(r[0]),
+        incident=_left_incident(r, float(r[12]), f"{r[8]} of {r[2]} left without an outcome"),
+        playbook=str(r[2]),
+        action=str(r[8]),
+        undo_action=str(r[9]),
+        undo_params=json.loads(r[10]),
+        undo_ids=tuple(int(i) for i in json.loads(r[11])),
+        started_at=float(r[12]),
+    )
+
+
 def _approval(row: Sequence[Any]) -> PendingApproval:
     """Rebuild a pending approval from its row (columns as ``_APPROVAL_COLUMNS``)."""
     return PendingApproval(
@@ -944,16 +997,16 @@ def _approval(row: Sequence[Any]) -> PendingApproval:
     )
 
 
-def _handed_event(item: Handed) -> IncidentEvent:
-    """Return the incident a handed verification or intent belongs to, as far as it says."""
+def handed_event(item: Handed | HandedApproval, summary: str = "") -> IncidentEvent:
+    """Return the incident a handed-over row belongs to, as far as it says."""
     return IncidentEvent(
         event="updated",
         incident_id=item.incident_id,
         cause=item.cause,
         subject=Subject(item.namespace, item.model, item.pod),
-        at=item.started_at,
+        at=item.requested_at if isinstance(item, HandedApproval) else item.started_at,
         confidence=0.0,
-        summary="",
+        summary=summary,
         evidence={},
         fix=Fix(""),
         opened_at=item.opened_at,

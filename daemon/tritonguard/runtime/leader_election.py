@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from tritonguard.clients.kubernetes_api import KubernetesError
 from tritonguard.clients.ports import LeaseApi
-from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.run_handover import (
     ANNOTATION,
     VERIFICATIONS_ANNOTATION,
@@ -23,7 +22,7 @@ from tritonguard.core.run_handover import (
     encode_verifications,
 )
 from tritonguard.logs import get_logger
-from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.audit_store import AuditStore, handed_event
 
 # Where an approval's Slack thread is, for the next leader (``SlackThreads.handover``).
 ThreadOf = Callable[[str, str], dict[str, Any] | None]
@@ -158,7 +157,7 @@ class LeaderElector:
 
     def _annotations(self) -> dict[str, str]:
         now = self.clock()
-        handed = [*self.store.handed_verifications(), *handed_approvals(self.store, self.thread_of)]
+        handed = [*self.store.handed_verifications(), *self.store.handed_approvals(self.thread_of)]
         pending, left_out = encode_verifications(handed)
         if left_out and left_out != self._left_out:
             self._log.warning(
@@ -231,6 +230,7 @@ class LeaderElector:
         for pending in self.store.pending_approvals():
             if pending.approval_id not in wanted and pending.approval_id in self._seen:
                 self.store.settle_approval(pending.approval_id, "handed", self.holder or "", now)
+                self.store.settle_handed_undos(pending.undo_ids)
         added = 0
         for item in wanted.values():
             if self.store.approval(item.approval_id) is None:
@@ -244,55 +244,11 @@ class LeaderElector:
             )
 
 
-def handed_approvals(store: AuditStore, thread_of: ThreadOf) -> list[HandedApproval]:
-    """Return the approvals waiting here, with their undos and threads, for the next leader."""
-    out = []
-    for p in store.pending_approvals():
-        s = p.incident.subject
-        out.append(
-            HandedApproval(
-                approval_id=p.approval_id,
-                incident_id=p.incident.incident_id,
-                playbook=p.playbook,
-                cause=p.incident.cause,
-                namespace=s.namespace,
-                model=s.model,
-                pod=s.pod,
-                opened_at=p.incident.opened_at,
-                step_index=p.step_index,
-                action=p.action,
-                params=dict(p.params),
-                approvers=p.approvers,
-                requested_at=p.requested_at,
-                expires_at=p.expires_at,
-                undos=tuple((u.action, u.params) for u in store.undos_by_id(p.undo_ids)),
-                thread=thread_of(p.incident.incident_id, p.approval_id),
-            )
-        )
-    return out
-
-
 def adopt_approval(store: AuditStore, item: HandedApproval) -> None:
     """Write a handed approval down here, waiting until its deadline, with its undos."""
-    undo_ids: Sequence[int] = [
-        store.add_undo(item.incident_id, item.playbook, action, params, False)
-        for action, params in item.undos
-    ]
-    incident = IncidentEvent(
-        event="updated",
-        incident_id=item.incident_id,
-        cause=item.cause,
-        subject=Subject(item.namespace, item.model, item.pod),
-        at=item.requested_at,
-        confidence=0.0,
-        summary=f"{item.action} of {item.playbook} awaiting approval",
-        evidence={},
-        fix=Fix(""),
-        opened_at=item.opened_at,
-    )
     store.begin_approval(
         item.approval_id,
-        incident,
+        handed_event(item, f"{item.action} of {item.playbook} awaiting approval"),
         item.playbook,
         item.step_index,
         item.action,
@@ -300,5 +256,5 @@ def adopt_approval(store: AuditStore, item: HandedApproval) -> None:
         item.approvers,
         item.requested_at,
         item.expires_at,
-        undo_ids,
+        store.adopt_undos(item),
     )

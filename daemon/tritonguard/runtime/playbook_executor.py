@@ -496,7 +496,11 @@ class PlaybookExecutor:
             self._settled(intents)
             records.append(rec)
             if undo is not None and undo_id is not None:
-                undos.append(PendingUndo(undo_id, book.name, undo.action, undo.params))
+                undos.append(
+                    PendingUndo(
+                        undo_id, book.name, undo.action, undo.params, on_resolve=undo.on_resolve
+                    )
+                )
         if failure is not None:
             records += await self._rollback(book, event, ctx, undos, failure)
         return records
@@ -1105,8 +1109,15 @@ class PlaybookExecutor:
         A resolution without recovery evidence (the subject stopped reporting) lifts nothing:
         a shed stays until fresh data shows the subject recovered, and each restore is
         recorded as deferred.
+
+        Restores on resolve another replica handed over (with a verification, a change in
+        flight or an approval) are filed under that replica's id for the same incident
+        (``same_incident``): this resolution takes them first, so they are put back too.
         """
         self.store.resolve_incident(event.incident_id, now, recovered=event.recovered)
+        for theirs in self.store.adopted_incidents():
+            if same_incident(theirs, event):
+                self.store.hand_over_undos(theirs.incident_id, event.incident_id)
         dropped = self.drop_approvals(event, now)
         if not event.recovered:
             why = (

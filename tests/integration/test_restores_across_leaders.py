@@ -1,0 +1,160 @@
+"""A restore on resolve survives a leader change: the next leader puts the value back.
+
+Two replicas elect a leader on the fake Kubernetes API's Lease with the real client, as in
+``test_leader_election``. The leader raises a KEDA ScaledObject's floor (a change restored
+when the incident resolves) and dies while verifying it; the next leader judges the
+verification and, when its own incident on the subject resolves, restores the floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.kube import FakeKube
+from tests.integration.test_leader_election import LEASE, NS, WALL, opened, replica
+from tests.integration.test_playbooks_kube_slack import seed_incident_pod
+from tests.playbook_harness import StaticFeatures, resolved
+from tritonguard.core.run_handover import VERIFICATIONS_ANNOTATION
+
+KEDA_SCALE = """
+name: scale-out
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, cooldown: 30m}
+steps:
+  - action: kubernetes.scale
+    params: {add: 1}
+verify: {wait: 60s, checks: [{feature: container_cpu_saturation, below: 0.8}]}
+escalate:
+  - action: slack.post
+"""
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeKube]:
+    """Yield a fake API server whose Triton Deployment's floor is KEDA's (minReplicaCount 2)."""
+    async with FakeKube() as server:
+        server.add_namespace(NS)
+        server.add_namespace("prod")
+        server.add_deployment("prod", "triton", replicas=2)
+        seed_incident_pod(server)
+        server.add_scaled_object("prod", "triton-so", "triton", min_replica_count=2)
+        yield server
+
+
+def floor(api: FakeKube) -> int:
+    """Return the ScaledObject's minReplicaCount."""
+    so = api.get_object("ScaledObject", "prod", "triton-so")
+    assert so is not None
+    return int(so["spec"]["minReplicaCount"])
+
+
+async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
+    api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """The handed verification carries its undo's restore on resolve, and the resolve runs it.
+
+    The Lease row says which undo restores on resolve; the next leader's verdict keeps the
+    change (the fix helped), and the resolution of its own incident (its own id, the same
+    subject, cause and opening) puts minReplicaCount back to 2, as the old leader would have.
+    """
+    held = asyncio.Event()
+    a = replica("tritonguard-a", api, fake_slack, playbook=KEDA_SCALE, sleep=held)
+    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE, features=StaticFeatures(0.4))
+    try:
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        a.playbooks.step([opened()], WALL)
+        for _ in range(200):
+            if a.playbooks.executor.verifying:
+                break
+            await asyncio.sleep(0.01)
+        assert floor(api) == 3
+        assert await a.elector.step()  # publishes the verification with its undo
+        lease = api.get_object("Lease", NS, LEASE)
+        assert lease is not None
+        [row] = json.loads(lease["metadata"]["annotations"][VERIFICATIONS_ANNOTATION])[
+            "verifications"
+        ]
+        assert [u[0] for u in row["undos"]] == ["kubernetes.scaledobject_min"]
+        assert row["on_resolve"] == [0]
+        assert not await b.elector.step()
+        # a dies mid-verify; after a whole lease unrenewed, b leads.
+        for task in a.playbooks.in_flight():
+            task.cancel()
+        await asyncio.gather(*a.playbooks.in_flight(), return_exceptions=True)
+        b.clock.now += 16
+        assert await b.elector.step()
+        records = [r for rs in (await b.playbooks.run_step([], WALL + 61)).values() for r in rs]
+        assert [(r.action, r.status) for r in records] == [("verify", "ran")]
+        assert floor(api) == 3  # the fix helped: kept while the incident lasts
+
+        mine = dataclasses.replace(opened(), at=WALL + 62)  # b's own id for the incident
+        await b.playbooks.run_step([mine], WALL + 62)
+        done = await b.playbooks.run_step([resolved(mine, at=WALL + 120)], WALL + 120)
+        restores = [r for r in done.get(mine.incident_id, []) if r.phase == "restore"]
+        assert [(r.action, r.status) for r in restores] == [
+            ("kubernetes.scaledobject_min", "ran")
+        ], [(r.action, r.status, r.reason) for r in done.get(mine.incident_id, [])]
+        assert floor(api) == 2
+    finally:
+        for r in (a, b):
+            r.kube.close()
+            r.store.close()
+
+
+async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_change(
+    api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """Once the leader's verdict is in, the follower drops its copy of the undo, flag and all.
+
+    The follower's resolution then restores nothing (only the leader acts) and no raise
+    looks held on the follower; the leader's own resolution puts the floor back.
+    """
+    held = asyncio.Event()
+    a = replica(
+        "tritonguard-a",
+        api,
+        fake_slack,
+        playbook=KEDA_SCALE,
+        sleep=held,
+        features=StaticFeatures(0.4),
+    )
+    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE)
+    try:
+        assert await a.elector.step()
+        theirs = opened()
+        a.playbooks.step([theirs], WALL)
+        for _ in range(200):
+            if a.playbooks.executor.verifying:
+                break
+            await asyncio.sleep(0.01)
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        [copy] = b.store.pending_verifications()
+        assert [u.on_resolve for u in b.store.undos_by_id(copy.undo_ids)] == [True]
+        held.set()
+        await a.playbooks.settle()
+        assert await a.elector.step()  # the verdict is in: no longer published
+        assert not await b.elector.step()
+        assert b.store.pending_verifications() == []
+        assert b.store.live_undos_elsewhere("kubernetes.scaledobject_min", "") == []
+
+        mine = dataclasses.replace(opened(), at=WALL + 62)
+        await b.playbooks.run_step([mine], WALL + 62)
+        done = await b.playbooks.run_step([resolved(mine, at=WALL + 120)], WALL + 120)
+        assert [r for r in done.get(mine.incident_id, []) if r.phase == "restore"] == []
+        assert floor(api) == 3
+        done = await a.playbooks.run_step([resolved(theirs, at=WALL + 120)], WALL + 120)
+        restores = [r for r in done.get(theirs.incident_id, []) if r.phase == "restore"]
+        assert [(r.action, r.status) for r in restores] == [("kubernetes.scaledobject_min", "ran")]
+        assert floor(api) == 2
+    finally:
+        for r in (a, b):
+            r.kube.close()
+            r.store.close()
