@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import os
+import re
+import socket
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -35,6 +37,7 @@ from tritonguard.core.incident_links import LinkSettings
 from tritonguard.core.playbook_model import APPROVER
 from tritonguard.core.safe_yaml import DEFAULT_LIMITS, YamlRefused, load_yaml
 from tritonguard.core.severity import SeverityRules
+from tritonguard.core.shards import MAX_SHARDS, Shard
 from tritonguard.core.slack_routing import SlackRoute
 from tritonguard.core.slack_templates import SlackTemplates
 from tritonguard.core.targets import identity
@@ -300,6 +303,41 @@ class KubeSettings(BaseModel):
         return self
 
 
+# A StatefulSet pod's name (its hostname) ends in its ordinal: ``tritonguard-2``.
+_ORDINAL = re.compile(r"-(0|[1-9][0-9]*)$")
+
+
+class ShardSettings(BaseModel):
+    """Split the fleet's workloads among several daemons: this daemon is ``index`` of ``count``.
+
+    Each workload (namespace and the Deployment or StatefulSet that owns the pod) belongs to
+    one shard by a stable hash (``core.shards``); a daemon scrapes, evaluates and acts only on
+    its shard's pods. With ``count`` above 1 and no ``index``, the index is the ordinal at the
+    end of ``kube.identity`` or the hostname (``tritonguard-2`` is shard 2), as a StatefulSet
+    names its pods. Each shard elects its own leader, on ``<kube.lease_name>-shard-<index>``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(default=1, ge=1, le=MAX_SHARDS, description="How many shards there are.")
+    index: int | None = Field(
+        default=None,
+        ge=0,
+        description="This daemon's shard; unset: the StatefulSet ordinal in the hostname.",
+    )
+
+    @property
+    def shard(self) -> Shard:
+        """Return the shard, once settings have resolved the index."""
+        return Shard(self.index or 0, self.count)
+
+
+def shard_lease_name(lease_name: str, index: int) -> str:
+    """Return the Lease a shard's replicas elect their leader on."""
+    suffix = f"-shard-{index}"
+    return lease_name if lease_name.endswith(suffix) else lease_name + suffix
+
+
 # ``discovery.namespaces`` meaning every namespace.
 ALL_NAMESPACES = "*"
 
@@ -479,6 +517,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    shard: ShardSettings = Field(default_factory=ShardSettings)
     thresholds: Thresholds = Field(
         default_factory=Thresholds,
         description="Engine thresholds (daemon/tritonguard/core/thresholds.py).",
@@ -565,6 +604,39 @@ class Settings(BaseSettings):
                 "discovery.namespaces needs the Kubernetes API: set kube.in_cluster: true "
                 "or kube.kubeconfig"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _shard_resolved(self) -> Settings:
+        """Resolve the shard index (from the StatefulSet ordinal) and name the shard's Lease."""
+        shard = self.shard
+        if shard.count == 1:
+            if shard.index not in (None, 0):
+                raise ValueError(
+                    f"shard.index is {shard.index} but shard.count is 1; set shard.count to "
+                    "the number of shards"
+                )
+            return self
+        index = shard.index
+        if index is None:
+            host = self.kube.identity or socket.gethostname()
+            match = _ORDINAL.search(host)
+            if match is None:
+                raise ValueError(
+                    f"shard.count is {shard.count} but shard.index is not set, and the name "
+                    f"{host!r} ends in no StatefulSet ordinal; set shard.index "
+                    "(TRITONGUARD_SHARD__INDEX) or run the shards as a StatefulSet"
+                )
+            index = int(match[1])
+        if index >= shard.count:
+            raise ValueError(
+                f"shard.index is {index} but shard.count is {shard.count}, so shards are 0 to "
+                f"{shard.count - 1}; set shard.count to the number of replicas"
+            )
+        self.shard = shard.model_copy(update={"index": index})
+        self.kube = self.kube.model_copy(
+            update={"lease_name": shard_lease_name(self.kube.lease_name, index)}
+        )
         return self
 
     @field_validator("targets")

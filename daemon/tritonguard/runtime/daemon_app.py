@@ -24,7 +24,8 @@ from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
 from tritonguard.core.rollout_changes import RolloutChange
-from tritonguard.core.samples import Sample, label
+from tritonguard.core.samples import Labels, Sample, label
+from tritonguard.core.shards import SeriesFilter, static_target_workload
 from tritonguard.core.targets import target_of
 from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
@@ -36,6 +37,7 @@ from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.playbook_reloader import ReloadState
 from tritonguard.runtime.pod_discovery import PodDiscovery, PodWatchApi
 from tritonguard.runtime.self_metrics import SelfMetrics
+from tritonguard.runtime.shard_metrics import ShardMetrics
 from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, split_listen
@@ -164,6 +166,11 @@ class DaemonApp:
         self.engine = engine or Engine(settings.engine_config())
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.metrics = SelfMetrics(self.registry)
+        # With several shards this daemon follows only its shard's workloads (docs/sharding.md).
+        self.shard = settings.shard.shard
+        self.shard_metrics = ShardMetrics(self.registry, self.shard)
+        self._filters: dict[str, SeriesFilter] = {}
+        self.static_targets = [t for t in settings.targets if self._owns_static(t)]
         self.clock = clock
         self.supervisor = Supervisor(
             on_crash=lambda name, _: self.metrics.task_restarts.labels(name).inc()
@@ -235,7 +242,30 @@ class DaemonApp:
             metrics=self.metrics,
             wall_clock=self.clock,
             stale_after_s=d.stale_after_s,
+            keep=self.shard.owns_pod if self.shard.sharded else None,
         )
+
+    def _owns_static(self, target: TargetSettings) -> bool:
+        """Whether this shard scrapes a configured target (a pod's or a Triton's: one shard)."""
+        workload = static_target_workload(
+            target.namespace,
+            target.pod,
+            target.instance,
+            has_api=target.triton_url is not None,
+            describes_others=target.honor_labels,
+        )
+        return (
+            workload is None
+            or not self.shard.sharded
+            or self.shard.owns(target.namespace, workload)
+        )
+
+    def _keep_of(self, source: str) -> Callable[[str, Labels], bool] | None:
+        """Return a source's shard filter of series, or None when unsharded."""
+        if not self.shard.sharded:
+            return None
+        self._filters[source] = SeriesFilter(self.shard)
+        return self._filters[source].keep
 
     def _note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> None:
         """Take the workload revision a discovered pod runs: its incidents name the rollout."""
@@ -254,12 +284,12 @@ class DaemonApp:
         return next((s for s in self.sources if isinstance(s, ScrapeSource)), None)
 
     def known_targets(self) -> list[TargetSettings]:
-        """Return the configured targets, then the discovered ones."""
-        return [*self.settings.targets, *self._discovered]
+        """Return the configured targets of this shard, then the discovered ones."""
+        return [*self.static_targets, *self._discovered]
 
     def _use_discovered(self, pods: list[PodTarget]) -> None:
         """Take discovery's current targets: scrape them and make their Triton API known."""
-        static = {t.name for t in self.settings.targets}
+        static = {t.name for t in self.static_targets}
         targets: list[TargetSettings] = []
         labels: dict[str, tuple[tuple[str, str], ...]] = {}
         for pod in pods:
@@ -283,7 +313,7 @@ class DaemonApp:
         self._discovered = targets
         source = self.scrape_source
         if source is not None and self.settings.discovery.scrape:
-            source.replace_targets([*self.settings.targets, *targets], labels)
+            source.replace_targets([*self.static_targets, *targets], labels)
         gone = before - {t.name for t in targets}
         for name in gone:
             self._health.pop(("scrape", name), None)
@@ -313,13 +343,22 @@ class DaemonApp:
                 max_concurrency=s.max_concurrent_scrapes,
             )
             sources.append(
-                ScrapeSource(s.targets, scraper, interval_s=s.scrape_interval_s, keep=is_consumed)
+                ScrapeSource(
+                    self.static_targets,
+                    scraper,
+                    interval_s=s.scrape_interval_s,
+                    keep=is_consumed,
+                    keep_series=self._keep_of(ScrapeSource.name),
+                )
             )
         if s.prometheus_url:
             client = PrometheusQueryClient(s.prometheus_url, timeout_s=s.prometheus_timeout_s)
             sources.append(
                 PrometheusSource(
-                    client, interval_s=s.prometheus_interval_s, backfill_s=s.prometheus_backfill_s
+                    client,
+                    interval_s=s.prometheus_interval_s,
+                    backfill_s=s.prometheus_backfill_s,
+                    keep=self._keep_of(PrometheusSource.name),
                 )
             )
         return sources
@@ -329,6 +368,9 @@ class DaemonApp:
         """Poll one source, feed the engine, record health and metrics."""
         result = await source.poll()
         now = self.clock()
+        series_filter = self._filters.get(source.name)
+        if series_filter is not None:
+            self.shard_metrics.observe_pods(source.name, *series_filter.take_counts())
         if result.samples:
             self.engine.ingest(result.samples, now)
             self.metrics.samples_ingested.labels(source.name).inc(len(result.samples))
@@ -358,6 +400,7 @@ class DaemonApp:
         self.metrics.evaluations.inc()
         self.metrics.observe_events(events)
         self.metrics.set_open_incidents(self.engine.open_incidents())
+        self.shard_metrics.observe_subjects(self.engine.last_diagnoses)
         self._observe_memory()
         for event in events:
             self._log.info(
@@ -647,6 +690,7 @@ class DaemonApp:
         state = self._playbooks.playbook_state() if self._playbooks is not None else None
         detail = {
             "dry_run": s.dry_run.as_dict(),
+            "shard": {"index": self.shard.index, "count": self.shard.count},
             "leadership": self._playbooks.leadership() if self._playbooks is not None else None,
             "playbooks": state.as_dict() if state is not None else None,
             "sources_fresh": sources_ok,
@@ -786,7 +830,8 @@ class DaemonApp:
             loop.add_signal_handler(signal.SIGHUP, self._playbooks.reload)
         self._log.info(
             "daemon starting",
-            targets=[t.name for t in self.settings.targets],
+            targets=[t.name for t in self.static_targets],
+            shard=f"{self.shard.index} of {self.shard.count}",
             discovery=self.settings.discovery.namespaces or None,
             prometheus=redact_url(self.settings.prometheus_url or "") or None,
             dry_run=self.settings.dry_run.as_dict(),

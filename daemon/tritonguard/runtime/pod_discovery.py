@@ -117,8 +117,11 @@ class PodDiscovery:
         wall_clock: Callable[[], float] = time.time,
         stale_after_s: float = DEFAULT_STALE_AFTER_S,
         max_backoff_s: float = 30.0,
+        keep: Callable[[str, tuple[OwnerRef, ...], str], bool] | None = None,
     ) -> None:
         self._kube = kube
+        # Another shard's pods are left alone entirely: not targets, not skipped, no rollout.
+        self._keep = keep
         self._settings = settings
         self._rules = DiscoveryRules(
             metrics_port=settings.metrics_port,
@@ -309,6 +312,10 @@ class PodDiscovery:
             self._forget_replicasets()
             return
         chain = await self._chain(pod)
+        if self._keep is not None and not self._keep(pod.namespace, chain, pod.name):
+            self._skipped.pop(key, None)
+            self._drop(key, "another shard's pod")
+            return
         mapped = pod_target(pod, self._rules, chain)
         if isinstance(mapped, Skipped):
             if self._skipped.get(key) != mapped.reason:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
 from tritonguard.core.exposition import ExpositionError, parse_exposition
-from tritonguard.core.samples import Sample
+from tritonguard.core.samples import Labels, Sample
 from tritonguard.core.urls import BasicCredentials
 from tritonguard.settings import TargetSettings
 from tritonguard.sources.source_status import PollResult, SourceStatus
@@ -69,9 +69,6 @@ def relabel(sample: Sample, extra: tuple[tuple[str, str], ...], *, honor_labels:
     )
 
 
-Labels = tuple[tuple[str, str], ...]
-
-
 @dataclass(frozen=True, slots=True)
 class _Planned:
     """One target as a poll uses it: settings, what the scraper needs, labels it adds."""
@@ -109,11 +106,14 @@ class ScrapeSource:
         *,
         interval_s: float = 15.0,
         keep: Callable[[str], bool] | None = None,
+        keep_series: Callable[[str, Labels], bool] | None = None,
         sample_limit: int = DEFAULT_SAMPLE_LIMIT,
     ) -> None:
         self.interval_s = interval_s
         self._scraper = scraper
         self._keep = keep
+        # A shard keeps only its own pods' series of an exporter every shard scrapes.
+        self._keep_series = keep_series
         self._sample_limit = sample_limit
         self._planned = _plan(targets, {})
 
@@ -173,6 +173,9 @@ class ScrapeSource:
             for s in exposition.samples
             if keep is None or keep(s.name)
         ]
+        if self._keep_series is not None:
+            keep_series = self._keep_series
+            samples = [s for s in samples if keep_series(s.name, s.labels)]
         return samples, self._status(target, result, samples=len(samples))
 
     def _status(
