@@ -304,6 +304,43 @@ def test_node_contention_quiet_when_the_node_was_saturated_all_along() -> None:
     assert "node_contention" not in causes(run_engine(series, interval=IV))
 
 
+def test_node_contention_quiet_when_requests_wait_less_than_before() -> None:
+    """Compute inflating while the queue shortens is more instances serving, not a busier node.
+
+    The node got busier at the same time (other work of its own), but slower executions on
+    the same instances would leave requests waiting longer; here they wait a third as long.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20, queue_ms=9),
+            Phase(24, rps=20, infer_ms=45, queue_ms=3),
+        ],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.3, BASE_N), (0.97, 24)])
+    assert "node_contention" not in causes(run_engine(series, interval=IV))
+
+
+def test_node_contention_quiet_when_the_node_saturated_before_the_shift() -> None:
+    """A node saturated for a while before compute inflated explains nothing that changed.
+
+    The baseline's median still sees the node at 30 %, but for the six scrapes before the
+    shift it was at 97 % while the model served at its healthy compute.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(6, rps=20, infer_ms=20),
+            Phase(24, rps=20, infer_ms=45, queue_ms=60),
+        ],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.0, 30)], [(0.0, BASE_N), (0.0, 30)])
+    _node(series, [(0.3, BASE_N), (0.97, 30)])
+    assert "node_contention" not in causes(run_engine(series, interval=IV))
+
+
 def test_cpu_bottleneck_quiet_when_the_host_was_saturated_before_the_load_grew() -> None:
     """A host already at 100 % in the healthy baseline links nothing to a later load rise.
 

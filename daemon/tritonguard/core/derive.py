@@ -110,6 +110,16 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
         ),
     )
+    if symptom.sustained and base is not None:
+        # Only while a cause is read: one more window's features per slow subject.
+        began = shift_start(
+            per_scrape,
+            base.abnormal_above("scrape_latency_us", t.noise_k, t.shift_floor),
+            t.fast_scrapes,
+        )
+        if began is not None:
+            ctx.before = _before(reader, key, began - f.interval_s, f.window_s, t)
+            ctx.queue_since_shift = [v for at, v in per_scrape_queue if at >= began]
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
     recovered = not symptom.up and not is_shedding(f, t)
@@ -161,6 +171,44 @@ def since_shift(points: list[float], limit: float | None) -> list[float]:
         if v > limit:
             return points[k:]
     return points
+
+
+def _before(
+    reader: FeatureReader, key: SubjectKey, then: float, window: float, t: Thresholds
+) -> FeatureSet:
+    """Return the features of the window ending at ``then`` (just before a shift began).
+
+    Readers of their own, so gauges are read as of that window and not now. The host's
+    ``nv_cpu_utilization`` is a gauge: it counts as saturated over the window only as low
+    as it was at either end, as counters average over it.
+    """
+    before = FeatureReader(reader.store, t, then).compute(key, end=then)
+    start = FeatureReader(reader.store, t, then - window).compute(key, end=then - window)
+    if before.cpu_host_util is not None and start.cpu_host_util is not None:
+        before.cpu_host_util = min(before.cpu_host_util, start.cpu_host_util)
+    return before
+
+
+def shift_start(points: list[tuple[float, float]], limit: float | None, quiet: int) -> float | None:
+    """Return when the current shift began: the time of its first abnormal scrape.
+
+    Walking back from the newest scrape, the shift is the stretch whose abnormal scrapes are
+    separated by fewer than ``quiet`` normal ones in a row: reloads and bursts leave a normal
+    scrape or two between slow ones, a healthy period is longer. None when no scrape of the
+    stretch is abnormal or the baseline has no limit.
+    """
+    if limit is None:
+        return None
+    began: float | None = None
+    normal = 0
+    for at, v in reversed(points):
+        if v > limit:
+            began, normal = at, 0
+            continue
+        normal += 1
+        if normal >= quiet:
+            break
+    return began
 
 
 def _compute_tail_now(

@@ -1360,13 +1360,22 @@ class _Builder:
             # More executions in flight than slower work explains: a concurrency change.
             f"unless on ({BY}) ({conc} > 1.3 * {exec_time}) "
             # The config or version just changed: not the same workload.
-            f"unless on ({BY}) {PREFIX}:recent_reload_sign"
+            f"unless on ({BY}) {PREFIX}:recent_reload_sign "
+            # Requests wait less while executions got slower: more instances serve them
+            # (too_many_instances). The window's mean; the engine reads the shift's own scrapes.
+            f"unless on ({BY}) ({f('mean_queue_us')} * {num(t.shift_floor)} < "
+            f"{_base('mean_queue_us')} and on ({BY}) ({_base('mean_queue_us')} - "
+            f"{f('mean_queue_us')} >= {num(t.contention_queue_slack)} * {_base('mean_latency_us')}))"
         )
         node = f("node_cpu_busy")
         own = _ratio("container_cpu_cores", 0.01)
-        node_up = f"{node} >= {num(t.cpu_saturated)} or ({node} - {_base('node_cpu_busy')}) >= 0.25"
+        rise = num(t.node_cpu_rise)
+        node_up = (
+            f"({node} >= {num(t.cpu_saturated)} or ({node} - {_base('node_cpu_busy')}) >= {rise}) "
+            f"unless on ({BY}) ({_base('node_cpu_busy')} >= {num(t.cpu_saturated)})"
+        )
         host_up = (
-            f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= 0.25) unless on ({BY}) {node}"
+            f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= {rise}) unless on ({BY}) {node}"
         )
         score = score_of(
             0.4,

@@ -215,6 +215,17 @@ class Thresholds(BaseModel):
             "noise near zero, where a relative factor alone would trip on 0.02 to 0.03."
         ),
     )
+    node_cpu_rise: float = Field(
+        0.25,
+        description=(
+            "node_contention: the node's busy share (or the host's nv_cpu_utilization) up by "
+            "this much against both the baseline and the window before the shift, when it did "
+            "not reach cpu_saturated: a quarter of the node's cores is a whole core on a "
+            "4-core node, more than a model's own CPU moves at steady load, while a shared "
+            "node's busy share moves by about 0.1 from window to window in the recorded "
+            "baselines."
+        ),
+    )
     load_increase: float = Field(
         1.25,
         description=(

@@ -38,6 +38,13 @@ class Context:
     # within the baseline's lookback (config_changes.py): the workload is not the one the
     # baseline describes.
     changed_at: float | None = None
+    # The features over the window that ended just before the current shift's first abnormal
+    # scrape (None without a shift in view): what the server looked like while the model was
+    # still healthy, to tell a node that got busy with the shift from one that already was.
+    before: FeatureSet | None = None
+    # Each scrape's own mean queue time since that first abnormal scrape, oldest first: the
+    # queue of the shift alone, which the window mixes with the healthy scrapes before it.
+    queue_since_shift: list[float] = field(default_factory=list)
 
     def ev(
         self, value: float | None, unit: str, what: str, window_s: float | None = None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
+
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.signatures.context import GATE, Context, clamp, ms, symptom_evidence, weigh
+from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "node_contention"
 # What decided it, for the order evidence is shown in (Evidence.weight).
@@ -11,6 +14,7 @@ WEIGHTS = {
     "compute_vs_baseline": GATE,
     "load_vs_baseline": GATE,
     "node_cpu_busy": 0.35,
+    "before_node_cpu_busy": 0.3,
     "host_cpu": 0.2,
     "triton_cpu_vs_baseline": 0.1,
     "throttled_ratio": 0.1,
@@ -40,23 +44,40 @@ def check(ctx: Context) -> Finding | None:
         # config" does not hold, and a node that got busier at the same time names nothing
         # the change's own causes (instances, batching, a new image) do not explain better.
         return None
+    base_queue, base_latency = b.get("mean_queue_us"), b.get("mean_latency_us")
+    # The shift's own scrapes when they are known (the window still mixes in the healthy
+    # ones before it); their median, so the one scrape that held a deploy does not decide.
+    queue = statistics.median(ctx.queue_since_shift) if ctx.queue_since_shift else f.mean_queue_us
+    if (
+        queue is not None
+        and base_queue is not None
+        and base_latency is not None
+        and queue * t.shift_floor < base_queue
+        and base_queue - queue >= t.contention_queue_slack * base_latency
+    ):
+        # Requests wait less than they did while each execution got slower: more instances
+        # serve them (an idle one takes each request), which is too_many_instances' mechanism.
+        # Slower work on the same instances raises every instance's utilisation, and waiting
+        # grows faster than utilisation (M/M/c), so contention cannot shorten the queue.
+        return None
     ev = symptom_evidence(ctx)
     ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
     ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
     conf = 0.4
     own = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01)
+    before = ctx.before
+    if before is not None:
+        healthy_then = b.ratio("compute_per_inference_us", before.compute_per_inference_us)
+        if healthy_then is None or healthy_then >= t.compute_inflation:
+            # The window before the shift already held the inflation (contention that builds
+            # up slowly): what the node was doing then is part of the shift, not before it.
+            before = None
     if f.node_cpu_busy is not None:
+        before_node = before.node_cpu_busy if before is not None else None
         ev["node_cpu_busy"] = ctx.ev(
             f.node_cpu_busy, "ratio", "1 - idle share of node_cpu_seconds_total"
         )
-        base_node = b.get("node_cpu_busy")
-        # Other work *started*: the node is busier than when the model was healthy. A node
-        # already saturated in the baseline (a packed node, a busy CI machine) changed nothing.
-        was_saturated = base_node is not None and base_node >= t.cpu_saturated
-        node_up = (f.node_cpu_busy >= t.cpu_saturated and not was_saturated) or (
-            base_node is not None and f.node_cpu_busy - base_node >= 0.25
-        )
-        if node_up:
+        if busier(f.node_cpu_busy, b.get("node_cpu_busy"), before_node, t):
             conf += 0.25
             if own is None or own <= 1.2:
                 conf += 0.1  # the node got busier but not because of Triton
@@ -64,9 +85,16 @@ def check(ctx: Context) -> Finding | None:
             conf -= 0.15
     elif f.cpu_host_util is not None:
         ev["host_cpu"] = ctx.ev(f.cpu_host_util, "ratio", "nv_cpu_utilization (host-wide)")
-        base_host = b.get("cpu_host_util")
-        if base_host is not None and f.cpu_host_util - base_host >= 0.25:
+        before_host = before.cpu_host_util if before is not None else None
+        if busier(f.cpu_host_util, b.get("cpu_host_util"), before_host, t, reach=False):
             conf += 0.2
+    if before is not None and before.node_cpu_busy is not None:
+        ev["before_node_cpu_busy"] = ctx.ev(
+            before.node_cpu_busy,
+            "ratio",
+            "node busy share in the window before the shift began",
+            before.window_s,
+        )
     if own is not None:
         ev["triton_cpu_vs_baseline"] = ctx.ev(own, "ratio", "Triton container CPU vs baseline")
     if f.throttled_ratio is not None and f.throttled_ratio >= t.throttled_high:
@@ -91,3 +119,24 @@ def check(ctx: Context) -> Finding | None:
         + ": other work on the node is taking Triton's resources."
     )
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))
+
+
+def busier(
+    now: float, base: float | None, before: float | None, t: Thresholds, *, reach: bool = True
+) -> bool:
+    """Return whether the node's (or host's) CPU got busier with the shift, not before it.
+
+    Other work *started*: the node is busier than when the model was healthy, both over the
+    baseline and in the window just before the shift began. A node already saturated then (a
+    packed node, a busy CI machine) served the model at its healthy compute, so its
+    saturation explains nothing that changed; other work that started on a node that full
+    shows only in run-queue waiting (CPU pressure), not in its busy share. ``reach``: reaching
+    saturation from below counts as busier (node-exporter's share; the host-wide
+    ``nv_cpu_utilization`` needs the rise itself).
+    """
+    refs = [r for r in (base, before) if r is not None]
+    if any(r >= t.cpu_saturated for r in refs):
+        return False
+    if reach and now >= t.cpu_saturated:
+        return True
+    return bool(refs) and all(now - r >= t.node_cpu_rise for r in refs)
