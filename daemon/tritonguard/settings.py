@@ -379,6 +379,14 @@ class DiscoverySettings(BaseModel):
         default=True, description="Read each ReplicaSet's owner to name the Deployment."
     )
     watch_timeout_s: int = Field(default=300, ge=5, description="One watch request's length.")
+    watch_config_maps: bool = Field(
+        default=False,
+        description=(
+            "Watch the ConfigMaps Triton pods mount (a model repository) and name a change of "
+            "their data before an incident. Needs configmaps get/list/watch in the watched "
+            "namespaces: deploy/components/config-maps grants them."
+        ),
+    )
     stale_after_s: float = Field(
         default=60.0,
         gt=0,

@@ -159,6 +159,7 @@ _RESOURCES = {
     "stateful_set": "statefulsets",
     "replica_set": "replicasets",
     "controller_revision": "controllerrevisions",
+    "config_map": "configmaps",
     "pod": "pods",
     "horizontal_pod_autoscaler": "horizontalpodautoscalers",
     "lease": "leases",
@@ -181,8 +182,9 @@ def _calls_in_client() -> set[tuple[str, str, str]]:
         text,
     ):
         calls.add((_API_GROUPS[attr], _RESOURCES[resource], _VERBS[verb]))
-    if "watch=True" in text:
-        calls.add(("", "pods", "watch"))
+    # Each watch_… method streams its resource (list with watch=True).
+    for resource in re.findall(r"async def watch_(\w+)\(", text):
+        calls.add(("", _RESOURCES[resource.removesuffix("s")], "watch"))
     for verb, after in re.findall(
         r"self\._custom\.(get|patch|create)_namespaced_custom_object,\s*(\w+,)", text
     ):
@@ -209,8 +211,13 @@ def test_the_roles_grant_exactly_what_the_client_calls(objects: list[dict[str, A
     called = _calls_in_client()
     assert ("keda.sh", "scaledobjects", "patch") in called
     assert ("events.k8s.io", "events", "create") in called
-    assert sorted(called - granted) == []
+    # ConfigMaps are read only when the config-maps component opts in (its own test).
+    assert sorted(called - granted) == sorted(CONFIG_MAP_CALLS)
     assert sorted(granted - called) == []
+
+
+# What ``discovery.watch_config_maps`` calls, granted only by deploy/components/config-maps.
+CONFIG_MAP_CALLS = {("", "configmaps", verb) for verb in ("get", "list", "watch")}
 
 
 def test_discovery_reads_pods_only_in_the_watched_namespaces(

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
 
 from tritonguard.clients.ports import Hpa, KubeApi, ScaledObject, Workload, WorkloadKind
+from tritonguard.core.config_map_changes import ConfigMapData
 from tritonguard.core.pod_targets import (
     ContainerPort,
     OwnerRef,
@@ -100,6 +101,19 @@ class PodEvent:
 
     type: PodEventType
     pod: Pod
+
+
+@dataclass(frozen=True)
+class ConfigMapEvent:
+    """One change seen by :meth:`KubernetesClient.watch_config_maps`.
+
+    ``listed`` says it came from a list (the first, or a relist after 410 Gone), not from a
+    watch in sync: the change may have happened at any time since the last one seen.
+    """
+
+    type: PodEventType
+    config_map: ConfigMapData
+    listed: bool = False
 
 
 @dataclass
@@ -190,6 +204,33 @@ def _ports(spec: Mapping[str, Any]) -> tuple[ContainerPort, ...]:
     return tuple(out)
 
 
+def _config_maps(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Return the ConfigMaps a pod mounts as volumes, directly or inside a projected volume."""
+    names: list[str] = []
+    for volume in map(_mapping, _list(spec.get("volumes"))):
+        sources = [_mapping(volume.get("configMap"))] + [
+            _mapping(_mapping(source).get("configMap"))
+            for source in _list(_mapping(volume.get("projected")).get("sources"))
+        ]
+        names += [str(source["name"]) for source in sources if source.get("name")]
+    return tuple(dict.fromkeys(names))
+
+
+def config_map_from_dict(obj: Mapping[str, Any], namespace: str = "") -> ConfigMapData:
+    """Build a :class:`ConfigMapData` from its JSON form; one without a name raises ValueError."""
+    md = _mapping(obj.get("metadata"))
+    name = md.get("name")
+    if not name or not isinstance(name, str):
+        raise ValueError("a ConfigMap without metadata.name")
+    return ConfigMapData(
+        namespace=str(md.get("namespace") or namespace),
+        name=name,
+        resource_version=str(md.get("resourceVersion") or ""),
+        data={str(k): str(v) for k, v in _mapping(obj.get("data")).items()},
+        binary_data={str(k): str(v) for k, v in _mapping(obj.get("binaryData")).items()},
+    )
+
+
 def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
     """Build a :class:`Pod` from its JSON form (as listed or as sent by a watch).
 
@@ -231,6 +272,7 @@ def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
         ports=_ports(spec),
         owners=owners,
         deleting=bool(md.get("deletionTimestamp")),
+        config_maps=_config_maps(spec),
     )
 
 
@@ -636,10 +678,12 @@ class KubernetesClient(KubeApi):
                 self._malformed(namespace, exc)
         return items, str(pods.get("metadata", {}).get("resourceVersion", ""))
 
-    def _malformed(self, namespace: str, exc: ValueError) -> None:
-        """Report a pod object that cannot be read (it is skipped, never fatal)."""
+    def _malformed(self, namespace: str, exc: ValueError, kind: str = "pod") -> None:
+        """Report an object that cannot be read (it is skipped, never fatal)."""
         if self.on_malformed is not None:
-            self.on_malformed(_one_line(f"pods in {namespace}: skipped a malformed pod: {exc}"))
+            self.on_malformed(
+                _one_line(f"{kind}s in {namespace}: skipped a malformed {kind}: {exc}")
+            )
 
     async def list_pods(self, namespace: str, label_selector: str = "") -> list[Pod]:
         """List the pods of a namespace that match a label selector."""
@@ -653,8 +697,15 @@ class KubernetesClient(KubeApi):
         resource_version: str,
         timeout_s: int,
         on_open: Callable[[], None] | None = None,
+        *,
+        lister: Callable[..., Any] | None = None,
+        resource: str = "pods",
     ) -> AsyncIterator[JsonObj]:
-        """Yield raw watch events from one watch request, read by a dedicated thread."""
+        """Yield raw watch events from one watch request, read by a dedicated thread.
+
+        Pods unless ``lister`` (a list call of another resource, named ``resource``) is given.
+        """
+        watch_call = lister if lister is not None else self._pod_lister(namespace)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
         stop = threading.Event()
@@ -666,7 +717,7 @@ class KubernetesClient(KubeApi):
 
         def run() -> None:
             try:
-                resp: Any = self._pod_lister(namespace)(
+                resp: Any = watch_call(
                     label_selector=label_selector or None,
                     watch=True,
                     allow_watch_bookmarks=True,
@@ -697,7 +748,7 @@ class KubernetesClient(KubeApi):
                         opened.release_conn()
                 put(_END)
 
-        threading.Thread(target=run, name=f"watch-pods-{namespace}", daemon=True).start()
+        threading.Thread(target=run, name=f"watch-{resource}-{namespace}", daemon=True).start()
         try:
             while True:
                 item = await queue.get()
@@ -709,7 +760,7 @@ class KubernetesClient(KubeApi):
                     continue
                 if isinstance(item, _Failure):
                     raise translate_error(
-                        item.error, f"watch pods in {_where(namespace)}", self.host
+                        item.error, f"watch {resource} in {_where(namespace)}", self.host
                     )
                 assert isinstance(item, dict)
                 yield item
@@ -857,6 +908,126 @@ class KubernetesClient(KubeApi):
             if revision is not None and revision.workload == workload:
                 out.append(revision)
         return out
+
+    # -- config maps ------------------------------------------------------------------------
+
+    def _config_map_lister(self, namespace: str) -> Callable[..., Any]:
+        """Return the call that lists (or watches) ConfigMaps of a namespace, or of all."""
+        if namespace == ALL_NAMESPACES:
+            return self._core.list_config_map_for_all_namespaces
+        return functools.partial(self._core.list_namespaced_config_map, namespace)
+
+    async def read_config_map(self, namespace: str, name: str) -> ConfigMapData:
+        """Return one ConfigMap's resourceVersion and data (binaryData as its base64 text)."""
+        cm = await self._call(
+            f"read ConfigMap {namespace}/{name}",
+            self._core.read_namespaced_config_map,
+            name,
+            namespace,
+        )
+        try:
+            return config_map_from_dict(self._json(cm), namespace)
+        except ValueError as exc:
+            raise KubernetesError("invalid", f"read ConfigMap {namespace}/{name}: {exc}") from None
+
+    async def _list_config_maps_rv(self, namespace: str) -> tuple[list[ConfigMapData], str]:
+        listed = self._json(
+            await self._call(
+                f"list ConfigMaps in {_where(namespace)}", self._config_map_lister(namespace)
+            )
+        )
+        items: list[ConfigMapData] = []
+        for raw in map(_mapping, _list(listed.get("items"))):
+            try:
+                items.append(config_map_from_dict(raw, namespace))
+            except ValueError as exc:
+                self._malformed(namespace, exc, "ConfigMap")
+        return items, str(_mapping(listed.get("metadata")).get("resourceVersion") or "")
+
+    async def watch_config_maps(
+        self,
+        namespace: str,
+        *,
+        watch_timeout_s: int = 300,
+        initial_backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        on_error: Callable[[KubernetesError], None] | None = None,
+        on_synced: Callable[[], None] | None = None,
+    ) -> AsyncGenerator[ConfigMapEvent, None]:
+        """Follow a namespace's ConfigMaps forever, as :meth:`watch_pods` follows pods.
+
+        The current ones come as ADDED (``listed``), then every change from the list's
+        resourceVersion, with bookmarks; 410 Gone relists and emits what differs (``listed``
+        again); the API server away means backoff and ``on_error``; 403 and 404 are raised.
+        """
+        known: dict[tuple[str, str], str] = {}
+        rv: str | None = None
+        backoff = initial_backoff_s
+        while True:
+            try:
+                if rv is None:
+                    maps, rv = await self._list_config_maps_rv(namespace)
+                    current = {(m.namespace, m.name): m for m in maps}
+                    for key, cm in current.items():
+                        if known.get(key) != cm.resource_version:
+                            kind: PodEventType = "ADDED" if key not in known else "MODIFIED"
+                            yield ConfigMapEvent(kind, cm, listed=True)
+                    for ns, name in sorted(set(known) - set(current)):
+                        yield ConfigMapEvent("DELETED", ConfigMapData(ns, name, ""), listed=True)
+                    known = {k: m.resource_version for k, m in current.items()}
+                    if on_synced is not None:
+                        on_synced()
+                opened = time.monotonic()
+                events_seen = 0
+                stream = self._stream_pods(
+                    namespace,
+                    "",
+                    rv,
+                    watch_timeout_s,
+                    on_open=on_synced,
+                    lister=self._config_map_lister(namespace),
+                    resource="configmaps",
+                )
+                async for raw in stream:
+                    events_seen += 1
+                    kind_ = raw.get("type")
+                    obj = _mapping(raw.get("object"))
+                    if kind_ == "ERROR":
+                        if obj.get("code") == 410:
+                            rv = None
+                            break
+                        raise KubernetesError(
+                            _STATUS_KINDS.get(int(obj.get("code") or 0), "server"),
+                            _one_line(
+                                f"watch configmaps in {_where(namespace)}: "
+                                f"{obj.get('message', obj)}"
+                            ),
+                            obj.get("code"),
+                        )
+                    rv = str(_mapping(obj.get("metadata")).get("resourceVersion") or rv)
+                    if kind_ not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue  # BOOKMARK: only the resourceVersion matters
+                    try:
+                        cm = config_map_from_dict(obj, namespace)
+                    except ValueError as exc:
+                        self._malformed(namespace, exc, "ConfigMap")
+                        continue
+                    if kind_ == "DELETED":
+                        known.pop((cm.namespace, cm.name), None)
+                    else:
+                        known[(cm.namespace, cm.name)] = cm.resource_version
+                    backoff = initial_backoff_s
+                    yield ConfigMapEvent(kind_, cm)
+                if rv is not None and not events_seen and time.monotonic() - opened < 1.0:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, max_backoff_s)
+            except KubernetesError as err:
+                if not err.retryable:
+                    raise
+                if on_error is not None:
+                    on_error(err)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, max_backoff_s)
 
     # -- events -----------------------------------------------------------------------------
 

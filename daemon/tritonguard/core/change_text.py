@@ -43,17 +43,27 @@ def show(value: Any, *, width: int = 40, words: bool = False) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def leaves_line(parts: Iterable[str], limit: int = SUMMARY_LEAVES) -> str:
-    """Join the first ``limit`` parts with ``; `` and count the rest: ``…; and 3 more``."""
+def leaves_line(
+    parts: Iterable[str], limit: int = SUMMARY_LEAVES, *, untold: int = 0, sep: str = "; "
+) -> str:
+    """Join the first ``limit`` parts with ``sep`` and count the rest: ``…; and 3 more``.
+
+    ``untold`` counts parts that were never kept (a diff cut short) with the rest.
+    """
     shown = list(parts)
-    more = len(shown) - limit
-    return "; ".join(shown[:limit]) + (f"; and {more} more" if more > 0 else "")
+    more = len(shown) - min(limit, len(shown)) + untold
+    return sep.join(shown[:limit]) + (f"{sep}and {more} more" if more > 0 else "")
 
 
-def changes_line(changes: Iterable[Change], *, width: int = 40, words: bool = False) -> str:
+def changes_line(
+    changes: Iterable[Change], *, width: int = 40, words: bool = False, untold: int = 0
+) -> str:
     """Return ``path: old → new`` for the first few changes, the rest counted."""
     return leaves_line(
-        f"{c.path}: {show(c.old, width=width, words=words)} → "
-        f"{show(c.new, width=width, words=words)}"
-        for c in changes
+        (
+            f"{c.path}: {show(c.old, width=width, words=words)} → "
+            f"{show(c.new, width=width, words=words)}"
+            for c in changes
+        ),
+        untold=untold,
     )

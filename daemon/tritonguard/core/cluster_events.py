@@ -90,6 +90,10 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
                     if change.changes
                     else f" After: {rollout.timing(event.opened_at)} ({rollout.diff_text()})."
                 )
+            mounted = change.config_map
+            if mounted is not None:
+                head = "Also" if changed else "After"
+                changed += f" {head}: {mounted.timing(event.opened_at)} ({mounted.diff_text()})."
         return EventNote(
             subject.namespace,
             subject.pod,

@@ -20,6 +20,7 @@ from tritonguard.core.change_text import changes_line
 from tritonguard.core.config_patch import Change, diff
 
 if TYPE_CHECKING:
+    from tritonguard.core.config_map_changes import ConfigMapChange
     from tritonguard.core.rollout_changes import RolloutChange
 
 # Changes kept per subject: a rollout is one or two; more within the lookback is churn, and
@@ -50,25 +51,45 @@ class ConfigChange:
     # within the baseline's lookback before the incident (rollout_changes.py). A rollout
     # that changed no model config is a change with no ``changes`` of its own.
     rollout: RolloutChange | None = None
+    # A ConfigMap the pod mounts (a model repository) whose data changed within the lookback
+    # before the incident (config_map_changes.py).
+    config_map: ConfigMapChange | None = None
 
     @classmethod
     def of_rollout(cls, model: str, rollout: RolloutChange) -> ConfigChange:
         """Return a change that is only a rollout: the model's config did not change with it."""
         return cls(model, rollout.at, rollout.at, (), {}, {}, "the previous revision", rollout)
 
+    @classmethod
+    def of_config_map(cls, model: str, change: ConfigMapChange) -> ConfigChange:
+        """Return a change that is only a mounted ConfigMap's: the model config read the same."""
+        return cls(
+            model,
+            change.at_earliest,
+            change.at_latest,
+            (),
+            {},
+            {},
+            "the ConfigMap's previous read",
+            config_map=change,
+        )
+
     def summary(self) -> str:
         """Return the change in one line: ``path: old → new``, the first few leaves.
 
-        A change that is only a rollout is the rollout's summary.
+        A change that is only a rollout is the rollout's summary, one that is only a mounted
+        ConfigMap's that ConfigMap's.
         """
         if not self.changes and self.rollout is not None:
             return self.rollout.summary()
+        if not self.changes and self.config_map is not None:
+            return self.config_map.summary()
         return changes_line(self.changes)
 
     def as_dict(self, onset: float | None = None) -> dict[str, Any]:
         """Return the JSON form; with ``onset``, how long before it the change was read."""
         out: dict[str, Any] = {
-            "kind": "model_config" if self.changes or self.rollout is None else "rollout",
+            "kind": self.kind,
             "model": self.model,
             "at_earliest": round(self.at_earliest, 3),
             "at_latest": round(self.at_latest, 3),
@@ -80,7 +101,18 @@ class ConfigChange:
             out["seen_before_onset_s"] = round(onset - self.at_latest, 3)
         if self.rollout is not None:
             out["rollout"] = self.rollout.as_dict(onset)
+        if self.config_map is not None:
+            out["config_map"] = self.config_map.as_dict(onset)
         return out
+
+    @property
+    def kind(self) -> str:
+        """Return what changed first: ``model_config``, else ``rollout``, else ``config_map``."""
+        if self.changes:
+            return "model_config"
+        if self.rollout is not None:
+            return "rollout"
+        return "config_map" if self.config_map is not None else "model_config"
 
 
 def config_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:

@@ -62,6 +62,8 @@ class Pod:
     ports: tuple[ContainerPort, ...] = ()
     owners: tuple[OwnerRef, ...] = ()
     deleting: bool = False
+    # ConfigMaps mounted as volumes (directly or projected): a model repository, say.
+    config_maps: tuple[str, ...] = ()
 
     @property
     def controller(self) -> OwnerRef | None:

@@ -3,7 +3,11 @@
 One watch per namespace (list, then watch from its resourceVersion with bookmarks; a relist on
 410 Gone; backoff while the API is away, all in the client). Each change is mapped by the pure
 ``core.pod_targets``; whenever the set of targets changes, ``on_change`` gets all of them, at
-once, so a deleted pod stops being scraped before the next poll.
+once, so a deleted pod stops being scraped before the next poll. ``on_rollout`` hears the
+workload revision each target pod runs (``core.rollout_changes``); with
+``watch_config_maps`` on, ``on_config_map`` hears each change of a ConfigMap a target pod
+mounts (one ConfigMap watch per namespace, ``core.config_map_changes``), so incidents can
+name what changed.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tritonguard.clients.kubernetes_api import KubernetesError, PodEvent
+from tritonguard.clients.kubernetes_api import ConfigMapEvent, KubernetesError, PodEvent
+from tritonguard.core.config_map_changes import ConfigMapChange, ConfigMapData, ConfigMapReads
 from tritonguard.core.pod_targets import (
     DiscoveryRules,
     OwnerRef,
@@ -42,8 +47,14 @@ DEFAULT_STALE_AFTER_S = 60.0
 TargetsCallback = Callable[[list[PodTarget]], None]
 # Told the rollout (workload revision) each target pod runs: namespace, pod, rollout.
 RolloutCallback = Callable[[str, str, RolloutChange], None]
+# Told each change of a ConfigMap a target pod mounts: namespace, pod, change.
+ConfigMapCallback = Callable[[str, str, ConfigMapChange], None]
 # Revisions whose rollout is kept, to name it for each of its pods without listing again.
 MAX_ROLLOUTS = 256
+_CONFIG_MAP_HINT = (
+    "grant configmaps get/list/watch in this namespace (deploy/components/config-maps), "
+    "or set discovery.watch_config_maps: false"
+)
 
 
 class PodWatchApi(Protocol):
@@ -70,6 +81,23 @@ class PodWatchApi(Protocol):
 
     async def list_revisions(self, namespace: str, kind: str, workload: str) -> list[Revision]:
         """Return a workload's revisions (ReplicaSets or ControllerRevisions)."""
+        ...
+
+    def watch_config_maps(
+        self,
+        namespace: str,
+        *,
+        watch_timeout_s: int = 300,
+        initial_backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        on_error: Callable[[KubernetesError], None] | None = None,
+        on_synced: Callable[[], None] | None = None,
+    ) -> AsyncIterator[ConfigMapEvent]:
+        """Follow a namespace's ConfigMaps forever."""
+        ...
+
+    async def read_config_map(self, namespace: str, name: str) -> ConfigMapData:
+        """Return one ConfigMap."""
         ...
 
 
@@ -112,6 +140,7 @@ class PodDiscovery:
         *,
         on_change: TargetsCallback,
         on_rollout: RolloutCallback | None = None,
+        on_config_map: ConfigMapCallback | None = None,
         metrics: DiscoveryMetrics | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -134,6 +163,12 @@ class PodDiscovery:
         self._monotonic = monotonic
         self._wall_clock = wall_clock
         self._rollouts: dict[PodRevision, RolloutChange] = {}
+        self._on_config_map = on_config_map if settings.watch_config_maps else None
+        self._config_maps = ConfigMapReads()
+        # The ConfigMaps each target pod mounts; per ConfigMap watch, since when it has been
+        # failing (wall clock: a change seen after a relist may date from then on).
+        self._mounts: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._config_maps_failing: dict[str, float] = {}
         self._stale_after_s = stale_after_s
         self._max_backoff_s = max_backoff_s
         self._namespaces = {ns: _Namespace() for ns in settings.namespaces}
@@ -213,6 +248,100 @@ class PodDiscovery:
         async with asyncio.TaskGroup() as group:
             for ns in self._namespaces:
                 group.create_task(self._follow(ns), name=f"discovery:{ns}")
+                if self._on_config_map is not None:
+                    group.create_task(self._follow_config_maps(ns), name=f"configmaps:{ns}")
+
+    # ---- mounted ConfigMaps -------------------------------------------------------------------
+    async def _follow_config_maps(self, namespace: str) -> None:
+        """Watch a namespace's ConfigMaps; diff those target pods mount, tell their pods."""
+        while True:
+            events = self._kube.watch_config_maps(
+                namespace,
+                watch_timeout_s=self._settings.watch_timeout_s,
+                max_backoff_s=self._max_backoff_s,
+                on_error=lambda err: self._config_maps_failed(namespace, err),
+                on_synced=lambda: self._config_maps_synced(namespace),
+            )
+            try:
+                async with contextlib.aclosing(events):  # type: ignore[type-var]
+                    async for event in events:
+                        self._config_map_seen(event)
+            except KubernetesError as err:
+                self._config_maps_failed(namespace, err)
+                await asyncio.sleep(REFUSED_RETRY_S)
+
+    def _config_maps_failed(self, namespace: str, err: KubernetesError) -> None:
+        first = namespace not in self._config_maps_failing
+        if first:
+            self._config_maps_failing[namespace] = self._wall_clock()
+        if self._metrics is not None:
+            self._metrics.count_discovery_error(namespace, err.kind)
+        log = self._log.warning if first or not err.retryable else self._log.debug
+        hint = _CONFIG_MAP_HINT if err.kind == "forbidden" else None
+        log("ConfigMap watch failed", namespace=namespace, error=str(err), hint=hint)
+
+    def _config_maps_synced(self, namespace: str) -> None:
+        if self._config_maps_failing.pop(namespace, None) is not None:
+            self._log.info("ConfigMap watch recovered", namespace=namespace)
+
+    def _mounted_by(self, namespace: str, name: str) -> list[str]:
+        return sorted(
+            pod for (ns, pod), names in self._mounts.items() if ns == namespace and name in names
+        )
+
+    def _config_map_seen(self, event: ConfigMapEvent) -> None:
+        """Diff one ConfigMap event against the last read, if a target pod mounts it."""
+        cm = event.config_map
+        pods = self._mounted_by(cm.namespace, cm.name)
+        if not pods:
+            return
+        if event.type == "DELETED":
+            # The pods keep the files they mounted until they restart; nothing is read anew.
+            self._log.info("mounted ConfigMap deleted", namespace=cm.namespace, configmap=cm.name)
+            self._config_maps.forget(cm.namespace, cm.name)
+            return
+        now = self._wall_clock()
+        failing = self._config_maps_failing.get(self._watch_of(cm.namespace))
+        # A watch in sync tells a change as it happens; a relist, only that it happened since.
+        until = None if event.listed else now if failing is None else failing
+        change = self._config_maps.read(cm, now, unchanged_until=until)
+        if change is None:
+            return
+        self._log.info(
+            "mounted ConfigMap changed", namespace=cm.namespace, change=change.summary(), pods=pods
+        )
+        assert self._on_config_map is not None
+        for pod in pods:
+            self._on_config_map(cm.namespace, pod, change)
+
+    async def _read_mounts(self, pod: Pod) -> None:
+        """Read each ConfigMap a new target pod mounts that no read is held of yet.
+
+        The watch tells changes from now on; this read is what the first change is diffed
+        against. A failed read leaves it to the watch's next event.
+        """
+        for name in pod.config_maps:
+            if self._config_maps.known(pod.namespace, name):
+                continue
+            try:
+                cm = await self._kube.read_config_map(pod.namespace, name)
+            except KubernetesError as err:
+                self._log.warning(
+                    "mounted ConfigMap unreadable",
+                    namespace=pod.namespace,
+                    configmap=name,
+                    error=str(err),
+                    hint=_CONFIG_MAP_HINT if err.kind == "forbidden" else None,
+                )
+                continue
+            if not self._config_maps.known(pod.namespace, name):
+                self._config_maps.read(cm, self._wall_clock())
+
+    def _unmount(self, key: tuple[str, str]) -> None:
+        names = self._mounts.pop(key, ())
+        for name in names:
+            if not self._mounted_by(key[0], name):
+                self._config_maps.forget(key[0], name)
 
     async def _follow(self, namespace: str) -> None:
         while True:
@@ -326,6 +455,10 @@ class PodDiscovery:
             self._drop(key, mapped.reason)
             return
         self._skipped.pop(key, None)
+        if self._on_config_map is not None and self._mounts.get(key) != pod.config_maps:
+            self._unmount(key)
+            self._mounts[key] = pod.config_maps
+            await self._read_mounts(pod)
         if self._targets.get(key) == mapped:
             return
         self._targets[key] = mapped
@@ -382,6 +515,7 @@ class PodDiscovery:
         self._on_rollout(pod.namespace, pod.name, rollout)
 
     def _drop(self, key: tuple[str, str], why: str) -> None:
+        self._unmount(key)
         if self._targets.pop(key, None) is not None:
             self._log.info("pod target gone", namespace=key[0], pod=key[1], reason=why)
             self._changed(self._watch_of(key[0]))

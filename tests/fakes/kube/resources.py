@@ -54,6 +54,8 @@ PODS = ResourceType(
     status_via_subresource=True,
 )
 EVENTS = ResourceType("", "v1", "events", "Event", short_names=("ev",))
+# A model repository mounted into Triton pods, say; ``data`` and ``binaryData`` are stored as sent.
+CONFIG_MAPS = ResourceType("", "v1", "configmaps", "ConfigMap", short_names=("cm",))
 NAMESPACES = ResourceType(
     "", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",)
 )
@@ -114,6 +116,7 @@ SCALED_OBJECTS = ResourceType(
 RESOURCES: tuple[ResourceType, ...] = (
     PODS,
     EVENTS,
+    CONFIG_MAPS,
     NAMESPACES,
     DEPLOYMENTS,
     STATEFULSETS,

@@ -17,6 +17,7 @@ from tests.fakes.kube.middleware import Faults, RequestLog, RequestRecord
 from tests.fakes.kube.objects import new_object
 from tests.fakes.kube.pods import PodFactory, container
 from tests.fakes.kube.resources import (
+    CONFIG_MAPS,
     CONTROLLER_REVISIONS,
     DEPLOYMENTS,
     HPAS,
@@ -270,8 +271,12 @@ class FakeKube:
         ports: dict[str, int] | None = None,
         annotations: dict[str, str] | None = None,
         owner: tuple[str, str] | None = None,
+        config_maps: tuple[str, ...] = (),
     ) -> JsonObj:
         """Create a pod directly (not managed by the fake's controller).
+
+        ``config_maps`` are mounted as volumes, the first directly and any others through one
+        projected volume, as a model repository made of several ConfigMaps would be.
 
         ``ip`` and ``ports`` (named container ports) let a pod point at a real server, such
         as a lab Triton on ``127.0.0.1``. ``owner`` (``("StatefulSet", "name")``) only writes
@@ -290,6 +295,13 @@ class FakeKube:
                 ports=ports,
                 annotations=annotations,
             )
+            if config_maps:
+                first, *rest = config_maps
+                volumes: list[JsonObj] = [{"name": "models", "configMap": {"name": first}}]
+                if rest:
+                    sources = [{"configMap": {"name": n}} for n in rest]
+                    volumes.append({"name": "extra", "projected": {"sources": sources}})
+                pod["spec"]["volumes"] = volumes
             if owner is not None:
                 kind, owner_name = owner
                 target = self._store.get(type_of_kind(kind), namespace, owner_name)
@@ -303,6 +315,29 @@ class FakeKube:
                     }
                 ]
             return copy.deepcopy(self._store.create(PODS, namespace, pod))
+
+    def set_config_map(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        binary_data: dict[str, str] | None = None,
+    ) -> JsonObj:
+        """Create a ConfigMap, or replace its data: a new resourceVersion and a watch event."""
+        with self._store.lock:
+            self.add_namespace(namespace)
+            existing = self._store.get(CONFIG_MAPS, namespace, name)
+            cm = (
+                copy.deepcopy(existing) if existing is not None else new_object(name, namespace, {})
+            )
+            cm["data"] = dict(data)
+            if binary_data:
+                cm["binaryData"] = dict(binary_data)
+            else:
+                cm.pop("binaryData", None)
+            if existing is None:
+                return copy.deepcopy(self._store.create(CONFIG_MAPS, namespace, cm))
+            return copy.deepcopy(self._store.update(CONFIG_MAPS, namespace, cm))
 
     def add_replicaset(
         self,

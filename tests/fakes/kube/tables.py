@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.fakes.kube.pods import pod_ready
 from tests.fakes.kube.resources import (
+    CONFIG_MAPS,
     DEPLOYMENTS,
     EVENTS,
     EVENTS_V1,
@@ -143,6 +144,15 @@ _PRINTERS: dict[str, list[tuple[JsonObj, Cell]]] = {
         (_col("MinPods", "integer"), lambda o: _spec(o).get("minReplicas", 1)),
         (_col("MaxPods", "integer"), lambda o: _spec(o).get("maxReplicas", 0)),
         (_col("Replicas", "integer"), lambda o: _status(o).get("currentReplicas", 0)),
+        _AGE,
+    ],
+    # As kubectl prints them: how many keys, data and binaryData together.
+    CONFIG_MAPS.key: [
+        _NAME,
+        (
+            _col("Data", "integer"),
+            lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+        ),
         _AGE,
     ],
     LEASES.key: [_NAME, (_col("Holder"), lambda o: _spec(o).get("holderIdentity", "")), _AGE],
