@@ -119,6 +119,11 @@ def test_each_alert_is_tested_firing_and_quiet(rule: dict[str, Any]) -> None:
         ),
         # Without its absent() half, no replica scraped would be no alert.
         ("TritonguardNoLeader", {"expr": "max(tritonguard_leader) < 1"}),
+        # Without its leader_needed half, replicas that only diagnose would page.
+        (
+            "TritonguardNoLeader",
+            {"expr": "max by (namespace) (tritonguard_leader) < 1 or absent(tritonguard_leader)"},
+        ),
     ],
 )
 def test_the_unit_tests_catch_a_weakened_rule(
@@ -144,6 +149,7 @@ def test_alerts_read_only_metrics_the_daemon_exports(rule: dict[str, Any], tmp_p
     assert {
         "tritonguard_source_up",
         "tritonguard_leader",
+        "tritonguard_leader_needed",
         "tritonguard_source_tick_lag_seconds",
         "tritonguard_actions_total",
         "tritonguard_slack_outbox_oldest_pending_age_seconds",

@@ -81,11 +81,22 @@ class ActionContext:
     # leaves the way back on file for the next start (docs/reliability.md, "A change in
     # flight across restarts"). Planning, rollbacks and restores get the no-op.
     intend: Callable[[UndoStep], None] = _no_intent
+    # Why ``triton`` is None when the daemon knows (discovery withholds a stale namespace's
+    # endpoints), so the step's failure says what to check rather than only that none is known.
+    triton_withheld: str | None = None
 
     def need_triton(self) -> TritonApi:
         """Return the Triton client or fail with a reason the audit trail can show."""
         if self.triton is None:
-            raise ActionFailed(f"no Triton endpoint known for {self.subject.key()}")
+            where = self.subject.key()
+            if self.triton_withheld is not None:
+                raise ActionFailed(
+                    f"no Triton endpoint for {where}: {self.triton_withheld}, so its endpoints "
+                    "are withheld from actions until the watch is current again; nothing was "
+                    f"changed. Check that the daemon can reach the Kubernetes API and may "
+                    f"list and watch pods in {self.subject.namespace} (its log, /readyz)"
+                )
+            raise ActionFailed(f"no Triton endpoint known for {where}")
         return self.triton
 
     async def read_config(self, model: str) -> dict[str, Any] | None:

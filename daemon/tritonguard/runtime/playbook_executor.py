@@ -84,6 +84,9 @@ class ExecutorEnv:
     """The outside world as the executor sees it; every client is optional for dry-run."""
 
     triton_for: Callable[[Subject], TritonApi | None] = lambda s: None
+    # Why no Triton endpoint is given for a subject, when one is withheld (pod discovery's
+    # watch of its namespace is stale), or None: a failed step then says what to check.
+    triton_withheld: Callable[[Subject], str | None] = lambda s: None
     kube: KubeApi | None = None
     slack: SlackApi | None = None
     slack_channel: str = "#tritonguard"
@@ -257,6 +260,7 @@ class PlaybookExecutor:
             bounds=merge_bounds(book.guards.bounds),
             dry_run=dry_run,
             triton=self.env.triton_for(subject),
+            triton_withheld=self._withheld(subject),
             kube=self.env.kube,
             slack=self.env.slack,
             slack_channel=self.env.slack_channel,
@@ -264,6 +268,12 @@ class PlaybookExecutor:
             sleep=self.env.sleep,
             static_configs=self.env.static_configs,
         )
+
+    def _withheld(self, subject: Subject) -> str | None:
+        """Return why ``subject`` has no Triton endpoint, when one is withheld; else None."""
+        if self.env.triton_for(subject) is not None:
+            return None
+        return self.env.triton_withheld(subject)
 
     def _params(self, step: Step, event: IncidentEvent, now: float) -> tuple[dict[str, Any], Any]:
         if step.action not in self.actions:
@@ -785,6 +795,7 @@ class PlaybookExecutor:
             bounds=merge_bounds({}),
             dry_run=False,
             triton=self.env.triton_for(subject),
+            triton_withheld=self._withheld(subject),
             kube=self.env.kube,
             slack=self.env.slack,
             slack_channel=self.env.slack_channel,

@@ -208,6 +208,10 @@ class PlaybookService:
             "adopted_runs": e.adopted,
         }
 
+    def explain_withheld(self, why: Callable[[Subject], str | None]) -> None:
+        """Let a step without a Triton endpoint say why discovery withholds it (a stale watch)."""
+        self.stage.executor.env.triton_withheld = why
+
     def background(self) -> dict[str, Callable[[], Awaitable[None]]]:
         """Return the long-running tasks the daemon must supervise (election, reloading)."""
         tasks: dict[str, Callable[[], Awaitable[None]]] = {}

@@ -103,6 +103,13 @@ class SelfMetrics:
             "not elect one), else 0.",
             registry=registry,
         )
+        self.leader_needed = Gauge(
+            "tritonguard_leader_needed",
+            "1 when this replica runs the playbook stage (playbooks, Slack threads, Kubernetes "
+            "Events), so one replica of its installation must lead, even with no playbook "
+            "loaded; 0 when it only diagnoses and nothing waits for a leader.",
+            registry=registry,
+        )
         self.evaluations = Counter(
             "tritonguard_evaluations_total", "Engine evaluations.", registry=registry
         )
@@ -245,6 +252,11 @@ class SelfMetrics:
                 new[what] = delta
             self._shed_seen[what] = total
         return new
+
+    def observe_leadership(self, *, needed: bool, leading: bool) -> None:
+        """Set whether this replica needs a leader (it may act) and whether it is the one."""
+        self.leader_needed.set(1 if needed else 0)
+        self.leader.set(1 if needed and leading else 0)
 
     def observe_playbooks(self, active: int, ok: bool, failures: int) -> None:
         """Export the active playbook count, whether the newest set loaded, its failures."""
