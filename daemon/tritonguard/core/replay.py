@@ -7,7 +7,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 
-from tritonguard.core.config_info import CONFIG_INFO, read_config_sample
+from tritonguard.core.config_info import TRACE_INFO, note_trace_info
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.samples import Sample
@@ -79,14 +79,13 @@ def _ts(s: Sample) -> float:
 
 
 def _noting_configs(engine: Engine, samples: Iterable[Sample]) -> Iterator[Sample]:
-    """Yield the metric samples; give the engine each config read the trace records.
+    """Yield the metric samples; give the engine each config read and rollout the trace records.
 
-    The daemon gets these from the repository API, so they are notes to the engine, never
-    series in its store.
+    The daemon gets these from the repository API and from discovery, so they are notes to
+    the engine (``config_info.note_trace_info``), never series in its store.
     """
     for sample in samples:
-        if sample.name == CONFIG_INFO:
-            subject, config = read_config_sample(sample)
-            engine.note_model_config(subject, config, at=sample.timestamp)
+        if sample.name in TRACE_INFO:
+            note_trace_info(engine, sample)
         else:
             yield sample

@@ -144,9 +144,12 @@ def _env(container: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _words(value: Any) -> list[str] | None:
+    """Return a command or args list with every secret hidden, or None if it is no list."""
+    return hide_words(value) if isinstance(value, list) else None
+
+
+def hide_words(value: list[Any]) -> list[str]:
     """Return a command or args list with every secret hidden (see ``SECRETISH``)."""
-    if not isinstance(value, list):
-        return None
     out: list[str] = []
     hide_next = False
     for raw in map(str, value):

@@ -6,7 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from tritonguard.core.exposition import ExpositionError, iter_exposition, iter_payload_lines
+from tritonguard.core.config_info import TRACE_INFO, check_trace_info
+from tritonguard.core.exposition import (
+    ExpositionError,
+    SeriesCache,
+    iter_exposition,
+    iter_payload_lines,
+    read_sample_line,
+)
 from tritonguard.core.samples import Sample
 
 # Samples a trace loaded whole into memory may hold (``load_trace``); past it the trace is
@@ -47,6 +54,8 @@ def iter_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> Ite
                 require_timestamps=True,
             ):
                 count += 1
+                if sample.name in TRACE_INFO:
+                    _check_info(p, sample)
                 yield sample
         except ExpositionError as exc:
             if not content[0]:
@@ -56,6 +65,41 @@ def iter_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> Ite
             raise TraceError(str(exc)) from None
     if count == 0:
         raise TraceError(f"{p}:1: the trace holds no samples")
+
+
+def _check_info(path: Path, sample: Sample) -> None:
+    """Refuse an info sample that cannot be read, naming its line: before anything replays."""
+    try:
+        check_trace_info(sample)
+    except ValueError as exc:
+        line = _line_of(path, sample)
+        raise TraceError(
+            f"{path}:{line or '?'}: {exc}; correct or remove that line (docs/playbooks.md, "
+            "'Changes in a trace')"
+        ) from None
+
+
+def _line_of(path: Path, sample: Sample) -> int | None:
+    """Return the 1-based line holding ``sample``, read again from the file (errors only)."""
+    cache = SeriesCache()
+    head = sample.name + "{"
+    try:
+        with path.open("rb") as handle:
+            lines = iter_payload_lines(_blocks(handle, path, [False]), source=str(path))
+            for number, line in enumerate(lines, start=1):
+                if not line.startswith(head):
+                    continue
+                try:
+                    entry, _, stamp = read_sample_line(
+                        line, openmetrics=True, cache=cache, source=str(path), lineno=number
+                    )
+                except ExpositionError:
+                    continue
+                if entry.labels == sample.labels and stamp and float(stamp) == sample.timestamp:
+                    return number
+    except (OSError, ExpositionError):
+        return None
+    return None
 
 
 def load_trace(path: str | Path, *, max_samples: int = MAX_TRACE_SAMPLES) -> list[Sample]:
