@@ -363,6 +363,38 @@ def test_cpu_bottleneck_quiet_when_the_host_was_saturated_before_the_load_grew()
     assert_detected(events, "too_few_instances")
 
 
+def test_cpu_bottleneck_when_latency_follows_the_load_up_on_a_host_saturated_all_along() -> None:
+    """A host pinned before the load grew: compute per inference inflating with it is CPU-bound.
+
+    Triton's host-wide gauge reads 1.0 before and after, so the host's saturation alone links
+    nothing to the load; but each inference taking 1.8x longer as the load grows 1.5x is
+    executions sharing cores that have nothing to spare.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=30, infer_ms=36, queue_ms=60, pending=4),
+        ],
+        interval=IV,
+    )
+    series['nv_cpu_utilization{namespace="prod",pod="triton-0"}'] = gauge([(1.0, BASE_N + 24)])
+    assert_detected(run_engine(series, interval=IV), "cpu_bottleneck")
+
+
+def test_cpu_bottleneck_on_a_pinned_host_needs_tritons_cpu_to_grow_with_its_load() -> None:
+    """The same slowdown while Triton's own CPU stayed flat: the added work does not cost CPU."""
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=30, infer_ms=36, queue_ms=60, pending=4),
+        ],
+        interval=IV,
+    )
+    series['nv_cpu_utilization{namespace="prod",pod="triton-0"}'] = gauge([(1.0, BASE_N + 24)])
+    _cpu(series, [(0.5, BASE_N), (0.5, 24)], [(0.0, BASE_N), (0.0, 24)])
+    assert "cpu_bottleneck" not in causes(run_engine(series, interval=IV))
+
+
 def test_cpu_bottleneck_from_tritons_host_gauge_when_saturation_comes_with_the_load() -> None:
     """Without cAdvisor: the host saturating as Triton's load grows, compute slowing, is Triton's CPU."""
     series = triton_model(

@@ -1262,10 +1262,17 @@ class _Builder:
             f"{own_or_throttled} unless on ({BY}) (({own_cpu} < 0.85) unless on ({BY}) ({grew}))"
         )
         # Only the host is busy: Triton's doing when its load grew and the host was not
-        # saturated before it did.
+        # saturated before it did, or latency followed the load up on the pinned host (compute
+        # per inference inflated, Triton's CPU grown with its load where cAdvisor shows it).
+        # The engine also leaves a newborn's slow first executions to cold_start.
+        pinned = (
+            f"({_ratio('compute_per_inference_us')} >= {num(t.compute_inflation)}) "
+            f"unless on ({BY}) ({own_cpu} * {num(t.shift_floor)} < {load})"
+        )
         branch_host = (
             f"({host}) and on ({BY}) ({grew}) "
-            f"unless on ({BY}) ({_base('cpu_host_util')} >= {num(t.cpu_saturated)}) "
+            f"unless on ({BY}) (({_base('cpu_host_util')} >= {num(t.cpu_saturated)}) "
+            f"unless on ({BY}) ({pinned})) "
             f"unless on ({BY}) {own_or_throttled}"
         )
         gate = (

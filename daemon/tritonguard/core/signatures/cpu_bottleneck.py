@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.signatures.context import GATE, Context, clamp, symptom_evidence, weigh
+from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "cpu_bottleneck"
 
@@ -20,15 +21,19 @@ def check(ctx: Context) -> Finding | None:
         return None
     load = b.ratio("request_rate", f.request_rate) if b else None
     own_cpu = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01) if b else None
+    infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
     if not (own or throttled):
-        # Only the host is busy: that is Triton's doing when its load grew and the host was not
-        # saturated before it did. A host already saturated in the healthy baseline (a shared
-        # node, a busy CI machine) links nothing to this load: the saturation predates it.
+        # Only the host is busy: that is Triton's doing when its load grew and either the host
+        # was not saturated before it did, or latency followed the load up on the pinned CPU.
         if load is None or load < t.load_increase:
             return None
         base_host = b.get("cpu_host_util") if b else None
         if base_host is not None and base_host >= t.cpu_saturated:
-            return None
+            newborn = ctx.birth is not None and ctx.now - ctx.birth.born_at <= t.cold_age_s
+            # A new model, version or pod's first executions are slow for reasons of their
+            # own (cold_start): a pinned CPU is not what inflated them.
+            if newborn or not pinned(infl, own_cpu, load, t):
+                return None
     elif own_cpu is not None and own_cpu < 0.85 and (load is None or load < t.load_increase):
         return None  # Triton uses less CPU than before at the same load: a neighbour took it
     if f.gpu_util is not None and f.gpu_util >= t.gpu_saturated:
@@ -51,7 +56,6 @@ def check(ctx: Context) -> Finding | None:
     if load is not None:
         ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
         conf += 0.1 if load >= t.load_increase else 0.0
-    infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None
     if infl is not None:
         ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
         conf += 0.05 if infl >= t.compute_inflation else 0.0
@@ -84,3 +88,21 @@ def check(ctx: Context) -> Finding | None:
         "compute_vs_baseline": 0.05,
     }
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, weights), Fix(text, snippet))
+
+
+def pinned(infl: float | None, own_cpu: float | None, load: float, t: Thresholds) -> bool:
+    """Return whether compute slowed as Triton's own load grew on a host saturated all along.
+
+    A host already saturated before the load grew (a shared node, a busy machine) says
+    nothing by itself; but a CPU that has no core to spare cannot serve more work faster, so
+    CPU-bound executions share the same cores and each inference takes longer as more run:
+    compute per inference inflates with the load. Work bound elsewhere (an accelerator with
+    idle time, a batcher) keeps its compute per inference or lowers it with bigger batches.
+    With cAdvisor in view Triton's own CPU must have grown with the load it serves: CPU-bound
+    work costs the same CPU per request at any load, so its CPU grows as the served rate does
+    (within shift_floor); CPU per request fallen further means the added work does not cost
+    CPU, or a neighbour took the cores (node_contention).
+    """
+    if infl is None or infl < t.compute_inflation:
+        return False
+    return own_cpu is None or own_cpu * t.shift_floor >= load
