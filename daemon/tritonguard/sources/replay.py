@@ -74,7 +74,7 @@ def _check_info(path: Path, sample: Sample) -> None:
     except ValueError as exc:
         line = _line_of(path, sample)
         raise TraceError(
-            f"{path}:{line or '?'}: {exc}; correct or remove that line (docs/playbooks.md, "
+            f"{path}:{line or '?'}: {exc}; correct or remove that line (docs/discovery.md, "
             "'Changes in a trace')"
         ) from None
 
