@@ -143,31 +143,23 @@ async def scale(ctx: ActionContext, params: ScaleParams) -> ActionResult:
             return await _through_keda(ctx, kube, ns, workload, hpa, wanted, current)
         if hpa is not None:
             return await _through_hpa(ctx, kube, ns, workload, hpa, wanted)
-        undo = UndoStep(
-            "kubernetes.scale",
-            {"kind": kind, "name": name, "namespace": ns, "replicas": current},
-        )
-        ctx.intend(undo)
-        note = await _write(
+        return await _change(
+            ctx,
+            UndoStep(
+                "kubernetes.scale",
+                {"kind": kind, "name": name, "namespace": ns, "replicas": current},
+            ),
             lambda: kube.set_scale(kind, ns, name, wanted),
             lambda: kube.get_scale(kind, ns, name),
             wanted=wanted,
             before=current,
             what="the workload {has} {n} replicas",
+            detail={"workload": _label(ns, workload), "replicas": wanted, "was": current},
         )
     except (BoundsExceeded, ActionFailed):
         raise
     except Exception as exc:  # the Kubernetes client raises its own typed error; keep one line
         raise ActionFailed(f"kubernetes: {exc}") from None
-    return ActionResult(
-        detail={
-            "workload": _label(ns, workload),
-            "replicas": wanted,
-            "was": current,
-            **({"note": note} if note else {}),
-        },
-        undo=undo,
-    )
 
 
 async def _through_hpa(  # noqa: PLR0917 - the step's context, the workload and its HPA
@@ -184,28 +176,22 @@ async def _through_hpa(  # noqa: PLR0917 - the step's context, the workload and 
         found = await kube.find_hpa_for(workload.kind, ns, workload.name)
         return -1 if found is None else int(found.min_replicas)
 
-    undo = UndoStep(
-        "kubernetes.hpa_min", {"namespace": ns, "name": hpa_name, "min_replicas": old_min}
-    )
-    # On file before the write: a daemon killed with the patch in flight is put back
-    # to the count read above at its next start, whether the patch landed or not.
-    ctx.intend(undo)
-    note = await _write(
+    return await _change(
+        ctx,
+        UndoStep(
+            "kubernetes.hpa_min", {"namespace": ns, "name": hpa_name, "min_replicas": old_min}
+        ),
         lambda: kube.set_hpa_min_replicas(ns, hpa_name, wanted),
         hpa_min,
         wanted=wanted,
         before=old_min,
         what=f"HPA {ns}/{hpa_name} {{has}} minReplicas {{n}}",
-    )
-    return ActionResult(
         detail={
             "workload": _label(ns, workload),
             "hpa": f"{ns}/{hpa_name}",
             "min_replicas": wanted,
             "was": old_min,
-            **({"note": note} if note else {}),
         },
-        undo=undo,
     )
 
 
@@ -248,33 +234,50 @@ async def _through_keda(  # noqa: PLR0917 - the step's context, workload, HPA, c
         found = await kube.read_scaled_object(ns, so_name)
         return KEDA_DEFAULT_MIN if found.min_replica_count is None else found.min_replica_count
 
-    # Restored when the incident resolves: the floor is KEDA's to manage, raised only while
-    # the incident lasts (and rolled back at once when verification fails).
-    undo = UndoStep(
-        "kubernetes.scaledobject_min",
-        {"namespace": ns, "name": so_name, "min_replica_count": old},
-        on_resolve=True,
-    )
-    ctx.intend(undo)
-    before = KEDA_DEFAULT_MIN if old is None else old
-    note = await _write(
+    return await _change(
+        ctx,
+        # Restored when the incident resolves: the floor is KEDA's to manage, raised only
+        # while the incident lasts (and rolled back at once when verification fails).
+        UndoStep(
+            "kubernetes.scaledobject_min",
+            {"namespace": ns, "name": so_name, "min_replica_count": old},
+            on_resolve=True,
+        ),
         lambda: kube.set_scaled_object_min(ns, so_name, wanted),
         so_min,
         wanted=wanted,
-        before=before,
+        before=KEDA_DEFAULT_MIN if old is None else old,
         what=f"ScaledObject {ns}/{so_name} {{has}} minReplicaCount {{n}}",
-    )
-    return ActionResult(
         detail={
             "workload": _label(ns, workload),
             "scaled_object": f"{ns}/{so_name}",
             "min_replica_count": wanted,
             "was": old,
             "replicas_before": current,
-            **({"note": note} if note else {}),
         },
-        undo=undo,
     )
+
+
+async def _change(
+    ctx: ActionContext,
+    undo: UndoStep,
+    write: Callable[[], Awaitable[object]],
+    read: Callable[[], Awaitable[int]],
+    *,
+    wanted: int,
+    before: int,
+    what: str,
+    detail: dict[str, Any],
+) -> ActionResult:
+    """Put ``undo`` on file, set the count (``_write``) and return the result with ``detail``.
+
+    On file before the write: a daemon killed with the write in flight is put back to the
+    count read before it at its next start, whether the write landed or not. A note on how
+    the write went (an answer lost, sent once more) ends the detail.
+    """
+    ctx.intend(undo)
+    note = await _write(write, read, wanted=wanted, before=before, what=what)
+    return ActionResult(detail={**detail, **({"note": note} if note else {})}, undo=undo)
 
 
 async def _write(
