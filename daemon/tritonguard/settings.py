@@ -313,8 +313,9 @@ class ShardSettings(BaseModel):
     Each workload (namespace and the Deployment or StatefulSet that owns the pod) belongs to
     one shard by a stable hash (``core.shards``); a daemon scrapes, evaluates and acts only on
     its shard's pods. With ``count`` above 1 and no ``index``, the index is the ordinal at the
-    end of ``kube.identity`` or the hostname (``tritonguard-2`` is shard 2), as a StatefulSet
-    names its pods. Each shard elects its own leader, on ``<kube.lease_name>-shard-<index>``.
+    end of ``kube.identity`` or the hostname modulo ``count``, as a StatefulSet names its pods
+    (of 3 shards, ``tritonguard-2`` is shard 2 and ``tritonguard-5`` its second replica). Each
+    shard's replicas elect their own leader, on ``<kube.lease_name>-shard-<index>``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -635,7 +636,9 @@ class Settings(BaseSettings):
                     f"{host!r} ends in no StatefulSet ordinal; set shard.index "
                     "(TRITONGUARD_SHARD__INDEX) or run the shards as a StatefulSet"
                 )
-            index = int(match[1])
+            # Replicas beyond the count are further replicas of the same shards: ordinal 3 of
+            # 3 shards is a second replica of shard 0, electing on shard 0's Lease.
+            index = int(match[1]) % shard.count
         if index >= shard.count:
             raise ValueError(
                 f"shard.index is {index} but shard.count is {shard.count}, so shards are 0 to "

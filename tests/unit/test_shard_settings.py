@@ -25,6 +25,13 @@ def test_the_index_comes_from_the_statefulset_ordinal_of_the_identity() -> None:
     assert s.kube.lease_name == "tg-shard-1"
 
 
+def test_ordinals_past_the_count_are_further_replicas_of_the_same_shards() -> None:
+    """Of 3 shards, ``tritonguard-5`` is shard 2's second replica, on shard 2's Lease."""
+    s = load_settings(overrides={"shard": {"count": 3}, "kube": {"identity": "tritonguard-5"}})
+    assert s.shard.index == 2
+    assert s.kube.lease_name == "tritonguard-leader-shard-2"
+
+
 def test_settings_validated_again_keep_one_suffix() -> None:
     """Re-validating resolved settings (a copy, a reload) does not suffix the lease twice."""
     s = load_settings(overrides={"shard": {"count": 2, "index": 0}})
@@ -46,10 +53,7 @@ def test_unsharded_settings_keep_the_lease_name() -> None:
             {"shard": {"count": 2}, "kube": {"identity": "tritonguard-main"}},
             "ends in no StatefulSet ordinal; set shard.index",
         ),
-        (
-            {"shard": {"count": 2}, "kube": {"identity": "tritonguard-2"}},
-            "shard.index is 2 but shard.count is 2",
-        ),
+        ({"shard": {"count": 2, "index": 2}}, "shard.index is 2 but shard.count is 2"),
         ({"shard": {"count": 1, "index": 1}}, "set shard.count to the number of shards"),
         ({"shard": {"count": 0}}, "shard.count"),
         ({"shard": {"count": 2, "index": -1}}, "shard.index"),
