@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.promql_checks import run_promtool
 from tritonguard.cli.main import main
 from tritonguard.core.change_text import HIDDEN
 from tritonguard.core.config_info import (
@@ -177,3 +178,27 @@ def test_secrets_in_a_hand_written_rollout_sample_are_hidden_on_reading() -> Non
     assert rollout.changes[0].new == HIDDEN
     assert rollout.changes[1].new == ["tritonserver", "--token", HIDDEN]
     assert rollout.previous is None and rollout.previous_name is None
+
+
+def test_the_change_series_are_info_families_promtool_backfills(tmp_path: Path) -> None:
+    """Written as OpenMetrics info families, a rollout and a config read load into Prometheus."""
+    subject = Subject("ads", "click-model", "click-model-0")
+    samples = [
+        rollout_sample("click-model-0", _rollout()),
+        config_sample(subject, {"max_batch_size": 8}, ONSET),
+    ]
+    text = gzip.decompress(render_trace_gz(samples)).decode()
+    assert "# TYPE tritonguard_rollout info\n" in text
+    assert "# TYPE tritonguard_model_config info\n" in text
+    trace = tmp_path / "changes.om"
+    trace.write_text(text)
+    done = run_promtool(
+        "tsdb",
+        "create-blocks-from",
+        "openmetrics",
+        str(trace),
+        str(tmp_path / "blocks"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert load_trace(trace) == sorted(samples, key=lambda s: s.name)

@@ -24,6 +24,8 @@ _SUFFIXES: dict[str, tuple[str, ...]] = {
 _ALL_SUFFIXES = ("_total", "_created", "_sum", "_count", "_bucket", "_gcount", "_gsum", "_info")
 # 0.0.4 calls unknown "untyped"; OpenMetrics only knows "unknown".
 _OPENMETRICS_TYPE = {"untyped": "unknown"}
+# The trace's own series (core/config_info.py): config reads and rollouts, as info families.
+_TRACE_INFO_TYPES = {"tritonguard_model_config": "info", "tritonguard_rollout": "info"}
 
 
 def family_of(name: str, types: Mapping[str, str]) -> tuple[str, str]:
@@ -62,7 +64,7 @@ def render_trace(
     samples its declared type does not allow (Triton's counters lack ``_total``) is written
     as one ``unknown`` family per sample name, which promtool accepts.
     """
-    declared = types or {}
+    declared = {**_TRACE_INFO_TYPES, **(types or {})}
     families: dict[tuple[str, str], dict[tuple[str, Labels, float], float]] = {}
     for sample in samples:
         if sample.timestamp is None:
