@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.fleet_groups import GROUP_GUARDS, FleetGroup, tells_group
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import Playbook
 from tritonguard.core.replay import check_eval_interval, drive
@@ -138,12 +139,12 @@ async def _replay(
             last_t = t
             clock[0] = t
             events = await _with_actions(engine, stage, step, t) if stage is not None else step
-            for ev in events:
-                count += 1
-                if args.format == "json":
+            count += len(events)
+            if args.format == "json":
+                for ev in events:
                     out.write(json.dumps(ev.as_dict(), sort_keys=True) + "\n")
-                else:
-                    _print_text(console, ev, first_t)
+            else:
+                _print_batch(console, events, first_t)
     except ValueError as exc:
         print(f"tritonguard: {args.trace}: {exc}", file=sys.stderr)
         return 2
@@ -229,7 +230,63 @@ def _settings(path: str | None) -> Settings | None:
         raise ValueError(str(exc)) from None
 
 
-def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
+def _print_batch(console: Console, events: list[IncidentEvent], t0: float) -> None:
+    """Print one evaluation's transitions, each fleet group as one story.
+
+    The transitions that open and close a group are printed in full with its pods; the
+    other pods joining or leaving it make one line per group, with what was done on them.
+    """
+    latest = {ev.group.id: ev.group for ev in events if ev.group is not None}
+    members: dict[str, list[IncidentEvent]] = {}
+    told: set[str] = set()
+    for ev in events:
+        g = ev.group
+        if g is None or g.affected <= 1 or tells_group(ev):
+            _print_text(console, ev, t0, latest.get(g.id) if g is not None else None)
+            told.update([g.id] if g is not None else [])
+        else:
+            members.setdefault(g.id, []).append(ev)
+    for gid, evs in members.items():
+        _print_members(console, evs, latest[gid], t0, listed=gid in told)
+
+
+def _print_members(
+    console: Console, evs: list[IncidentEvent], g: FleetGroup, t0: float, *, listed: bool
+) -> None:
+    """Print pods joining or leaving a group (unless its story just listed them), and actions."""
+    at = max(ev.at for ev in evs)
+    stamp = datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")
+    joined = [ev.subject.pod for ev in evs if ev.event == "opened" and not listed]
+    left = [ev.subject.pod for ev in evs if ev.event == "resolved" and not listed]
+    actions = [
+        (ev.subject.pod, a)
+        for ev in evs
+        for a in ev.actions
+        if not (a.get("status") == "skipped" and a.get("guard") in GROUP_GUARDS)
+    ]
+    parts = []
+    if joined:
+        parts.append(f"joined: {', '.join(joined)}")
+    if left:
+        parts.append(f"recovered: {', '.join(left)}")
+    if not parts and not actions:
+        return
+    k = g.key
+    console.print(
+        f"[dim]{stamp} (+{at - t0:>5.0f}s)[/dim] [yellow]{'GROUP':8}[/yellow] "
+        f"[bold]{k.cause}[/bold] model={k.model} {k.namespace} "
+        f"{'; '.join(parts) or 'playbooks acted'} — now {g.scope()}"
+    )
+    for pod, a in actions:
+        console.print(
+            f"    action [{pod}]: {a.get('action')} {a.get('status')} {a.get('reason', '')}",
+            markup=False,
+        )
+
+
+def _print_text(
+    console: Console, ev: IncidentEvent, t0: float, group: FleetGroup | None = None
+) -> None:
     stamp = datetime.fromtimestamp(ev.at, UTC).strftime("%H:%M:%S")
     offset = ev.at - t0
     colour = {"opened": "bold red", "updated": "yellow", "resolved": "green"}[ev.event]
@@ -239,6 +296,9 @@ def _print_text(console: Console, ev: IncidentEvent, t0: float) -> None:
         f"[bold]{ev.cause}[/bold] model={ev.subject.model} {where} confidence={ev.confidence:.2f}"
     )
     console.print(f"    {ev.summary}")
+    if group is not None and group.affected > 1:
+        pods = group.pods_text() if group.open else f"all {group.affected} recovered"
+        console.print(f"    pods ({group.scope()}, group {group.id}): {pods}", markup=False)
     if ev.change is not None and ev.event != "resolved":
         # rich markup off: config paths hold brackets (instance_group[0].count).
         console.print(f"    what changed: {ev.change.summary()}", markup=False)

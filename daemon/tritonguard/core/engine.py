@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -11,9 +12,10 @@ from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
 from tritonguard.core.derive import derive, subject_of
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
+from tritonguard.core.fleet_groups import FleetGroups
 from tritonguard.core.incidents import IncidentBook
 from tritonguard.core.model_config import ModelConfig, parse_model_config
-from tritonguard.core.rollout_changes import RolloutChange, RolloutTimeline
+from tritonguard.core.rollout_changes import MAX_PODS, RolloutChange, RolloutTimeline
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.signatures import SIGNATURES
@@ -67,6 +69,10 @@ class Engine:
         self.changes = ChangeTimeline()
         self.rollouts = RolloutTimeline()
         self.book = IncidentBook(self.t, change_of=self.change_before)
+        # Pod incidents of one cause on one model (and workload) told as one story.
+        self.groups = FleetGroups(workload_of=self.workload_of, pods_of=self._pods_of)
+        self._workloads: dict[tuple[str, str], str] = {}
+        self._model_pods: Counter[tuple[str, str]] = Counter()
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
         self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
         self._known: set[SubjectKey] = set()
@@ -109,11 +115,22 @@ class Engine:
         An incident already open on the pod is announced again: it now names the rollout.
         """
         news = self.rollouts.note(namespace, pod, rollout)
+        self._workloads.pop((namespace, pod), None)
+        if len(self._workloads) >= MAX_PODS:
+            del self._workloads[next(iter(self._workloads))]
+        self._workloads[(namespace, pod)] = f"{rollout.kind}/{rollout.workload}"
         if news:
             for ns, p, model in self._known:
                 if (ns, p) == (namespace, pod):
                     self.book.config_read(Subject(namespace=ns, model=model, pod=p))
         return news
+
+    def workload_of(self, namespace: str, pod: str) -> str:
+        """Return the workload owning a pod (``Deployment/triton``), "" when not known."""
+        return self._workloads.get((namespace, pod), "")
+
+    def _pods_of(self, namespace: str, model: str) -> int:
+        return self._model_pods[(namespace, model)]
 
     def _rolled_out(self, subject: Subject, at: float) -> bool:
         """Whether the subject's pod is a recent rollout's, from an earlier revision.
@@ -159,12 +176,15 @@ class Engine:
 
     # ---- queries ------------------------------------------------------------------------
     def open_incidents(self) -> list[IncidentEvent]:
-        """Incidents open now, with their current finding."""
-        return self.book.open_incidents()
+        """Incidents open now, with their current finding and fleet group."""
+        return self.groups.annotate(self.book.open_incidents())
 
     def announced_incidents(self) -> list[IncidentEvent]:
-        """Incidents open now, as their last transition announced them (what playbooks act on)."""
-        return self.book.announced()
+        """Incidents open now, as their last transition announced them (what playbooks act on).
+
+        Each carries its fleet group as it stands now: playbooks act once for the group.
+        """
+        return self.groups.annotate(self.book.announced())
 
     def _key(self, subject: Subject) -> SubjectKey:
         return (subject.namespace, subject.pod, subject.model)
@@ -241,6 +261,7 @@ class Engine:
         self.store.expire(now)
         reader = FeatureReader(self.store, self.t, now)
         keys = reader.subjects()
+        self._model_pods = Counter((ns, model) for ns, pod, model in keys if pod)
         for key in keys:
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
@@ -249,7 +270,7 @@ class Engine:
             self.last_diagnoses.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)
-        return events
+        return self.groups.observe(events)
 
     def _evaluate_subject(
         self, reader: FeatureReader, key: SubjectKey, now: float

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from tritonguard.core.config_changes import ConfigChange
+    from tritonguard.core.fleet_groups import FleetGroup
 
 # The cause catalogue of DESIGN.md. These identifiers are a public contract.
 CAUSES: tuple[str, ...] = (
@@ -128,11 +129,15 @@ class IncidentEvent:
     recovered: bool = True
     # The model-config change the incident followed, when one was seen (config_changes.py).
     change: ConfigChange | None = None
+    # The fleet group the incident belongs to (its pods with the same cause on the same
+    # model), as it stands after this transition; None for a subject without a pod.
+    group: FleetGroup | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the contract JSON object (DESIGN.md, CLI contract).
 
-        A resolution also says whether it came with recovery evidence (``recovered``).
+        A resolution also says whether it came with recovery evidence (``recovered``); an
+        incident on a pod names its fleet group (``group``: id, pods, count).
         """
         out = {
             "event": self.event,
@@ -154,4 +159,6 @@ class IncidentEvent:
             out["change"] = self.change.as_dict(onset=self.opened_at)
         if self.event == "resolved":
             out["recovered"] = self.recovered
+        if self.group is not None:
+            out["group"] = self.group.as_dict()
         return out

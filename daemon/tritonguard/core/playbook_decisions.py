@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.fleet_groups import GROUP_ACTIONS
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
 from tritonguard.core.playbook_model import Playbook, Step
 
@@ -337,6 +338,15 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             continue
         if ctx.now - event.opened_at < book.when.held_for:
             continue
+        told = _told_for_group(event, book, work, notify_only=ctx.notify_only(book))
+        if told is not None:
+            # The group's playbook ran for another of its pods and acts on what they share.
+            skip = (event.incident_id, book.name, "grouped")
+            if skip not in work.skipped:
+                work.skipped.add(skip)
+                dry = step_dry_run(ctx.settings, book.guards, notify=ctx.notify_only(book))
+                out.append(SkipPlaybook(event, book.name, dry, "grouped", told))
+            continue
         verdict = decide(
             playbook=book.name,
             guards=book.guards,
@@ -371,6 +381,42 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
         notify_dry = step_dry_run(ctx.settings, book.guards, notify=True)
         out.append(RunPlaybook(event, book, verdict.dry_run, notify_dry))
     return out
+
+
+def _told_for_group(
+    event: IncidentEvent, book: Playbook, work: _Working, *, notify_only: bool
+) -> str | None:
+    """Return why ``book`` is not run for this pod: another of its group's pods ran it.
+
+    A playbook of notifications only runs once per fleet group (its thread tells of every
+    pod). One that also scales the owner (and verifies) runs once per group when the group is
+    one workload's, as discovery named it; with the owner unknown, pods of two workloads
+    may share the group, so it runs per pod and a scale another incident already made is
+    skipped as covered. A step on the pod's own Triton always runs per pod.
+    """
+    group = event.group
+    if group is None:
+        return None
+    shared = notify_only or (
+        bool(group.key.workload) and all(s.action in GROUP_ACTIONS for s in book.all_steps())
+    )
+    if not shared:
+        return None
+    told = next(
+        (i for i in group.incidents if i != event.incident_id and (i, book.name) in work.done),
+        None,
+    )
+    if told is None:
+        return None
+    if notify_only:
+        return (
+            f"incident {told} tells this pod's fleet group ({event.cause} on "
+            f"{event.subject.model}); its thread lists this pod"
+        )
+    return (
+        f"incident {told} ran it for this pod's fleet group ({event.cause} on "
+        f"{event.subject.model} of {group.key.workload}): it acts on the workload once"
+    )
 
 
 # ---- approvals (pure parts) ------------------------------------------------------------------

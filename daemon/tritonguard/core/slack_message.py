@@ -164,7 +164,25 @@ def subject_line(event: IncidentEvent) -> str:
     """Return ``namespace/model`` with the pod, as the header names the subject."""
     s = event.subject
     where = f"{s.namespace}/{s.model}" if s.namespace else s.model
+    g = event.group
+    if g is not None and g.affected > 1:
+        # A fleet group's thread tells of every pod: the header says how many.
+        return f"{where} on {g.scope()}"
     return f"{where} on {s.pod}" if s.pod else where
+
+
+def pods_section(event: IncidentEvent) -> JsonObj | None:
+    """Return the block listing a fleet group's pods, or None for a one-pod incident."""
+    g = event.group
+    if g is None or g.affected <= 1:
+        return None
+    owner = f" of {escape(g.key.workload)}" if g.key.workload else ""
+    if not g.open:
+        text = f"*Pods*: all {g.affected} pods{owner} recovered."
+    else:
+        earlier = f", {g.affected} affected in all" if g.affected > g.count else ""
+        text = f"*Pods* ({g.scope()}{owner}{earlier}): {escape(g.pods_text())}"
+    return _section(cut(text, MAX_TEXT), "pods")
 
 
 def _template_context(view: ThreadView, now: float) -> dict[str, Any]:
@@ -507,6 +525,9 @@ def root_message(view: ThreadView, now: float | None = None) -> Message:
         how = "recovered" if view.resolution.recovered else "closed without recovery evidence"
         blocks.append(_section(f"*Resolved after {took}* ({how}).", "resolved"))
     blocks.append(_section(summary, "summary"))
+    pods = pods_section(ev)
+    if pods is not None:
+        blocks.append(pods)
     split = breakdown(ev.evidence)
     if split:
         blocks.append(_section(split, "breakdown"))
@@ -582,6 +603,9 @@ def resolution_reply(view: ThreadView) -> Message:
     if res is None:
         raise ValueError("resolution_reply needs a resolved incident")
     took = humanize.seconds(max(0.0, res.at - view.incident.opened_at))
+    g = view.incident.group
+    if g is not None and g.affected > 1:
+        took += f" on all {g.affected} pods (the last, {escape(res.subject.pod)})"
     default = (
         f"✅ *Resolved* after {took}: {escape(res.summary)}"
         if res.recovered

@@ -14,6 +14,12 @@ That root was built from the incident as it was seen then, with its evidence; th
 trail's row of the incident has none. So an adopted root is never rebuilt: its updates are
 that root with each decided approval's buttons (block ``approval:<id>``) replaced by the
 decision, and everything else goes into the thread as replies.
+
+The pod incidents of one fleet group (``core.fleet_groups``) share one thread: the first of
+them whose ``slack.post`` runs opens it, and it *hosts* the group. The others' openings and
+resolutions update its root (the pods it lists), their changes are replies in it, their own
+notifications and the steps skipped as covered by the group add nothing, and the thread
+resolves with the group's last pod. Updates one evaluation causes are sent as one.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any, Literal
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.fleet_groups import GROUP_GUARDS, FleetGroup
 from tritonguard.core.incident_links import LinkSettings, links
 from tritonguard.core.severity import Severity, SeverityRules, severity
 from tritonguard.core.slack_message import (
@@ -160,6 +167,11 @@ class ThreadPlanner:
         # resolution (a verification's wait) still opens their thread, with what the
         # incident said and that it resolved, not a stand-in that stays "open" for ever.
         self._ended: OrderedDict[str, _Thread] = OrderedDict()
+        # Fleet groups: each open group as it stands, which incident's thread hosts it, and
+        # the group of each open pod incident.
+        self._groups: dict[str, FleetGroup] = {}
+        self._host: dict[str, str] = {}
+        self._group_of: dict[str, str] = {}
 
     def threads(self) -> list[str]:
         """Incident ids with a thread open (started or not yet)."""
@@ -203,8 +215,13 @@ class ThreadPlanner:
     def _view(self, th: _Thread) -> ThreadView:
         s = self.settings
         until = th.resolution.at if th.resolution is not None else None
+        group = th.incident.group
+        incident = th.incident
+        if group is not None:
+            # The group as it stands now, whichever of its pods' transitions came last.
+            incident = replace(incident, group=self._groups.get(group.id, group))
         return ThreadView(
-            incident=th.incident,
+            incident=incident,
             severity=th.severity,
             records=tuple(th.records),
             approvals=tuple(th.approvals.values()),
@@ -220,8 +237,23 @@ class ThreadPlanner:
         return f"{th.incident.incident_id}:{th.seq:04d}:{kind}"
 
     # ---- inputs -------------------------------------------------------------------------------
+    def on_events(self, events: Iterable[IncidentEvent]) -> list[Outgoing]:
+        """Take one evaluation's transitions; each root changed is updated once, last."""
+        out = [item for event in events for item in self.on_event(event)]
+        last = {item.thread: item.key for item in out if item.kind == "update_root"}
+        return [i for i in out if i.kind != "update_root" or last[i.thread] == i.key]
+
     def on_event(self, event: IncidentEvent) -> list[Outgoing]:
         """Take an incident transition; return the calls it causes."""
+        g = event.group
+        if g is not None:
+            self._groups[g.id] = g
+            self._group_of[event.incident_id] = g.id
+            host = self._threads.get(self._host.get(g.id, ""))
+            if host is not None and (
+                host.incident.incident_id != event.incident_id or _goes_on(event, g)
+            ):
+                return self._group_event(host, event, g)
         th = self._threads.get(event.incident_id)
         if event.event == "resolved":
             if th is None:
@@ -237,6 +269,7 @@ class ThreadPlanner:
                 while len(self._ended) > MAX_ENDED:
                     self._ended.popitem(last=False)
             del self._threads[event.incident_id]
+            self._forget_group(event)
             return out
         sev = severity(event, self.settings.severity)
         if th is None:
@@ -251,6 +284,9 @@ class ThreadPlanner:
         ``incident`` stands in when the record's incident was not seen opening (a resumed
         verification after a restart); without either the record is ignored.
         """
+        host = self._hosting(rec.incident_id)
+        if host is not None:
+            return self._member_record(host, rec)
         th = self._threads.get(rec.incident_id) or self._ended.get(rec.incident_id)
         if th is None:
             if incident is None:
@@ -295,9 +331,63 @@ class ThreadPlanner:
             out.append(self._rewrite(th, target, approval_request_reply(approval)))
         return [*out, self._update(th)]
 
+    # ---- fleet groups ---------------------------------------------------------------------------
+    def _hosting(self, incident_id: str) -> _Thread | None:
+        """Return the started thread of another incident that tells this one's group."""
+        host_id = self._host.get(self._group_of.get(incident_id, ""), incident_id)
+        host = self._threads.get(host_id) if host_id != incident_id else None
+        return host if host is not None and host.started else None
+
+    def _group_event(self, host: _Thread, event: IncidentEvent, g: FleetGroup) -> list[Outgoing]:
+        """Update the host's root as a pod of its group opens, changes or resolves."""
+        own = self._threads.get(event.incident_id)
+        if event.event == "resolved" and own is not None and own is not host and not own.started:
+            del self._threads[event.incident_id]
+        if event.incident_id == host.incident.incident_id:
+            if event.event == "resolved":
+                # The host's own pod recovered while others have not: the thread goes on.
+                host.incident = replace(host.incident, group=g)
+            else:
+                host.incident = event
+                host.severity = severity(event, self.settings.severity)
+            return [self._update(host)]
+        if event.event != "resolved" or _goes_on(event, g):
+            return [self._update(host)]
+        host.resolution = event
+        out = [self._reply(host, resolution_reply(self._view(host)))]
+        out.extend(self._chart(host, "resolved"))
+        out.append(self._update(host))
+        del self._threads[host.incident.incident_id]
+        self._forget_group(event)
+        return out
+
+    def _member_record(self, host: _Thread, rec: ActionRecord) -> list[Outgoing]:
+        """Reply in the host's thread with a member's record when it changed something.
+
+        Its notifications are the host's thread itself, and a step skipped because the group
+        or another incident already covers it says nothing the root does not.
+        """
+        if rec.action == "slack.post" or (rec.status == "skipped" and rec.guard in GROUP_GUARDS):
+            return []
+        host.records.append(rec)
+        return [self._reply(host, record_reply(rec)), self._update(host)]
+
+    def _forget_group(self, event: IncidentEvent) -> None:
+        """Forget a group once its last pod resolved; its members' records route no more."""
+        g = event.group
+        if g is None or _goes_on(event, g):
+            return
+        self._groups.pop(g.id, None)
+        self._host.pop(g.id, None)
+        for incident_id in [i for i, gid in self._group_of.items() if gid == g.id]:
+            del self._group_of[incident_id]
+
     # ---- the calls ------------------------------------------------------------------------------
     def _start(self, th: _Thread, rec: ActionRecord, text: str) -> list[Outgoing]:
         s = self.settings
+        group = th.incident.group
+        if group is not None and group.id in self._groups:
+            self._host[group.id] = th.incident.incident_id
         channel = rec.params.get("channel") if isinstance(rec.params.get("channel"), str) else None
         r = route(
             list(s.routes),
@@ -390,6 +480,11 @@ class ThreadPlanner:
                 metadata={"incident_id": th.incident.incident_id},
             )
         ]
+
+
+def _goes_on(event: IncidentEvent, group: FleetGroup) -> bool:
+    """Whether the group stays open after this transition: other pods' incidents are open."""
+    return any(i != event.incident_id for i in group.incidents) or event.event != "resolved"
 
 
 def decided_root(root: Message, approvals: Iterable[ApprovalView]) -> Message:

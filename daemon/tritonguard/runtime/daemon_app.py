@@ -21,6 +21,7 @@ from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
 from tritonguard.core.rollout_changes import RolloutChange
@@ -717,12 +718,22 @@ class DaemonApp:
             await self._on_alerts(alerts)
 
     def incidents_json(self) -> list[dict[str, Any]]:
-        """Return the open incidents in the replay/CLI JSON form."""
+        """Return the open incidents in the replay/CLI JSON form, one entry per fleet group.
+
+        A group's entry lists its pods (``group``) and what was done on any of them.
+        """
         out = []
-        for event in self.engine.open_incidents():
+        for event in one_per_group(self.engine.open_incidents()):
             item = event.as_dict()
             if self._playbooks is not None:
-                item["actions"] = self._playbooks.actions_for(event.incident_id)
+                ids = event.group.incidents if event.group is not None else ()
+                item["actions"] = [
+                    a
+                    for incident_id in ids or (event.incident_id,)
+                    for a in self._playbooks.actions_for(incident_id)
+                    if incident_id == event.incident_id
+                    or not (a.get("status") == "skipped" and a.get("guard") in GROUP_GUARDS)
+                ]
             out.append(item)
         return out
 

@@ -94,9 +94,8 @@ class SlackThreads:
             self.worker.wake()
 
     def observe_events(self, events: Iterable[IncidentEvent]) -> None:
-        """Take an evaluation's incident transitions."""
-        for event in events:
-            self._queue(self.planner.on_event(event))
+        """Take an evaluation's incident transitions (a fleet group's root is updated once)."""
+        self._queue(self.planner.on_events(events))
 
     def observe_records(self, records: Iterable[ActionRecord]) -> None:
         """Take audit records as the playbook stage writes them."""
