@@ -33,6 +33,7 @@ from tritonguard.core.rollout_changes import RolloutChange, hide_words
 from tritonguard.core.samples import Sample, label, make_labels
 
 if TYPE_CHECKING:
+    from tritonguard.core.config_changes import ConfigChange
     from tritonguard.core.engine import Engine
 
 CONFIG_INFO = "tritonguard_model_config_info"
@@ -216,3 +217,18 @@ def note_trace_info(engine: Engine, sample: Sample) -> None:
     elif sample.name == ROLLOUT_INFO:
         pod, rollout = read_rollout_sample(sample)
         engine.note_rollout(rollout.namespace, pod, rollout)
+
+
+def change_samples(subject: Subject, change: ConfigChange) -> list[Sample]:
+    """Return the samples that make a trace replay to ``change`` on ``subject``.
+
+    The two config reads it lies between (when it changed the model config) and the rollout
+    the pod came from: what an incident's own trace needs to name the same change again.
+    """
+    out: list[Sample] = []
+    if change.changes:
+        out.append(config_sample(subject, change.before, change.at_earliest))
+        out.append(config_sample(subject, change.after, change.at_latest))
+    if change.rollout is not None and subject.pod:
+        out.append(rollout_sample(subject.pod, change.rollout))
+    return out

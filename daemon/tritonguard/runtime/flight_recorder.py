@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonguard.core.config_info import change_samples
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.trace_writer import render_trace_gz
@@ -33,6 +34,17 @@ def relevant(sample: Sample, subject: Subject) -> bool:
 class _Capture:
     subject: Subject
     samples: list[Sample] = field(default_factory=list)
+    # What the incident followed, as the trace's change series (config_info): kept apart so
+    # the memory bound's trimming of old samples never drops them.
+    notes: list[Sample] = field(default_factory=list)
+
+    def note(self, event: IncidentEvent) -> None:
+        """Keep the change the incident names, so its trace replays to the same change."""
+        if event.change is None:
+            return
+        for sample in change_samples(event.subject, event.change):
+            if sample not in self.notes:
+                self.notes.append(sample)
 
 
 # A recorded sample (its object, its own label tuple from the parser, two floats), measured
@@ -108,17 +120,24 @@ class FlightRecorder:
                 if (s.timestamp or 0.0) >= start and relevant(s, event.subject)
             ]
             self._captures[event.incident_id] = cap
+            cap.note(event)
             return None
+        held = self._captures.get(event.incident_id)
+        if held is not None:
+            # An update may name a change read only after the opening.
+            held.note(event)
         if event.event == "resolved":
             done = self._captures.pop(event.incident_id, None)
             if done is None or not done.samples:
                 return None
-            return self._write(event.incident_id, done.samples)
+            return self._write(event.incident_id, done.notes + done.samples)
         return None
 
     def flush(self) -> list[Path]:
         """Write every open capture (on shutdown) so nothing recorded is lost."""
-        paths = [self._write(i, c.samples) for i, c in self._captures.items() if c.samples]
+        paths = [
+            self._write(i, c.notes + c.samples) for i, c in self._captures.items() if c.samples
+        ]
         self._captures.clear()
         return paths
 
