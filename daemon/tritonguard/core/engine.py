@@ -9,6 +9,7 @@ from typing import Any
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
 from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
+from tritonguard.core.config_map_changes import ConfigMapChange, ConfigMapTimeline
 from tritonguard.core.derive import derive, subject_of
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
@@ -68,6 +69,7 @@ class Engine:
         )
         self.changes = ChangeTimeline()
         self.rollouts = RolloutTimeline()
+        self.config_maps = ConfigMapTimeline()
         self.book = IncidentBook(self.t, change_of=self.change_before)
         # Pod incidents of one cause on one model (and workload) told as one story.
         self.groups = FleetGroups(workload_of=self.workload_of, pods_of=self._pods_of)
@@ -132,6 +134,18 @@ class Engine:
     def _pods_of(self, namespace: str, model: str) -> int:
         return self._model_pods[(namespace, model)]
 
+    def note_config_map(self, namespace: str, pod: str, change: ConfigMapChange) -> bool:
+        """Remember that a ConfigMap the pod mounts changed (discovery saw it); True when news.
+
+        An incident already open on the pod is announced again: it now names the change.
+        """
+        news = self.config_maps.note(namespace, pod, change)
+        if news:
+            for ns, p, model in self._known:
+                if (ns, p) == (namespace, pod):
+                    self.book.config_read(Subject(namespace=ns, model=model, pod=p))
+        return news
+
     def _rolled_out(self, subject: Subject, at: float) -> bool:
         """Whether the subject's pod is a recent rollout's, from an earlier revision.
 
@@ -149,22 +163,34 @@ class Engine:
     def change_before(self, subject: Subject, onset: float) -> ConfigChange | None:
         """Return the change an incident on ``subject`` opened at ``onset`` followed.
 
-        The model-config change, with the rollout the pod came from when that began within
-        the baseline's lookback too; a rollout alone when the config did not change.
+        The model-config change, with the rollout the pod came from and the change of a
+        ConfigMap it mounts when those fell within the baseline's lookback too; a rollout or a
+        ConfigMap change alone when the config did not change.
         """
         key = (subject.namespace, subject.pod, subject.model)
         lookback = self.t.baseline_lookback_s
         change = self.changes.preceding(key, onset, lookback)
-        rollout = (
-            self.rollouts.preceding(subject.namespace, subject.pod, onset, lookback)
+        rollout, mounted = (
+            (
+                self.rollouts.preceding(subject.namespace, subject.pod, onset, lookback),
+                self.config_maps.preceding(subject.namespace, subject.pod, onset, lookback),
+            )
             if subject.pod
-            else None
+            else (None, None)
         )
-        if rollout is None:
-            return change
-        if change is None:
-            return ConfigChange.of_rollout(subject.model, rollout)
-        return replace(change, rollout=rollout)
+        if rollout is not None:
+            change = (
+                ConfigChange.of_rollout(subject.model, rollout)
+                if change is None
+                else replace(change, rollout=rollout)
+            )
+        if mounted is not None:
+            change = (
+                ConfigChange.of_config_map(subject.model, mounted)
+                if change is None
+                else replace(change, config_map=mounted)
+            )
+        return change
 
     def model_config(self, key: SubjectKey) -> ModelConfig | None:
         """Return the most specific known config for a subject."""

@@ -468,7 +468,7 @@ def what_changed(ev: IncidentEvent) -> str:
     """Return the change the incident followed, leaf by leaf, and when it was seen.
 
     The model-config diff first, then the rollout the pod came from (revision, when, and its
-    pod-template diff), when there was one.
+    pod-template diff), then a ConfigMap the pod mounts (its keys and lines), when there were.
     """
     change = ev.change
     if change is None:
@@ -493,10 +493,20 @@ def what_changed(ev: IncidentEvent) -> str:
         head = "*Rolled out*" if change.changes else "*What changed*: a rollout"
         lines.append(f"{head} {when}: {escape(rollout.headline())} ({against})")
         lines += _leaves(rollout.changes)
+    mounted = change.config_map
+    if mounted is not None:
+        lead = ev.opened_at - mounted.at_latest
+        when = f"{humanize.seconds(lead)} before it opened" if lead > 0 else "as it opened"
+        head = "*Also changed*" if lines else "*What changed*"
+        lines.append(
+            f"{head} {when}: {escape(mounted.headline())} (resourceVersion "
+            f"{escape(mounted.previous_version)} → {escape(mounted.resource_version)})"
+        )
+        lines += _leaves(mounted.changes, untold=mounted.untold)
     return cut("\n".join(lines), MAX_TEXT)
 
 
-def _leaves(changes: Sequence[Change]) -> list[str]:
+def _leaves(changes: Sequence[Change], *, untold: int = 0) -> list[str]:
     def shown(value: Any) -> str:
         # A container's args or command is a list of words, shown as the shell would.
         return escape(_plain(" ".join(map(str, value)) if isinstance(value, list) else value))
@@ -504,7 +514,7 @@ def _leaves(changes: Sequence[Change]) -> list[str]:
     lines = [
         f"• `{escape(c.path)}`: {shown(c.old)} → {shown(c.new)}" for c in changes[:CHANGE_LEAVES]
     ]
-    more = len(changes) - CHANGE_LEAVES
+    more = len(changes) - min(CHANGE_LEAVES, len(changes)) + untold
     if more > 0:
         lines.append(f"• and {more} more")
     return lines
