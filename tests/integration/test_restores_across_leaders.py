@@ -12,15 +12,33 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
+from tests.integration import test_slack_approvals as approvals_flow
 from tests.integration.test_leader_election import LEASE, NS, WALL, opened, replica
 from tests.integration.test_playbooks_kube_slack import seed_incident_pod
+from tests.integration.test_slack_approvals import (
+    ALICE,
+    Clock,
+    by_status,
+    click,
+    connect,
+    root,
+    service_of,
+    settle,
+    still_open,
+    wait_for,
+)
 from tests.playbook_harness import StaticFeatures, resolved
 from tritonguard.core.run_handover import VERIFICATIONS_ANNOTATION
+from tritonguard.core.slack_message import APPROVE_ACTION
+from tritonguard.runtime.playbook_service import PlaybookService
+from tritonguard.settings import KubeSettings
 
 KEDA_SCALE = """
 name: scale-out
@@ -158,3 +176,88 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
         for r in (a, b):
             r.kube.close()
             r.store.close()
+
+
+RAISE_THEN_ASK = """
+name: floor-then-approval
+when: {causes: [cpu_bottleneck]}
+guards:
+  dry_run: false
+  cooldown: 1h
+  bounds: {replicas: {min: 1, max: 8}}
+steps:
+  - action: slack.post
+  - action: kubernetes.scale
+    params: {name: triton, add: 1}
+  - action: kubernetes.scale
+    approval: required
+    approvers: [S0ONCALL01]
+    params: {name: triton, add: 1}
+"""
+
+
+def approving_replica(
+    tmp_path: Path, name: str, slack: FakeSlack, kube: FakeKube, clock: Clock
+) -> PlaybookService:
+    """Build replica ``name`` as ``tritonguard run`` does, with the raise-then-ask playbook."""
+    (tmp_path / name).mkdir()
+    s = approvals_flow.settings(tmp_path / name, slack, kube)
+    (tmp_path / name / "books" / "scale.yaml").write_text(RAISE_THEN_ASK)
+    s = s.model_copy(
+        update={
+            "kube": KubeSettings(
+                kubeconfig=s.kube.kubeconfig, leader_election=True, identity=f"tritonguard-{name}"
+            )
+        }
+    )
+    return service_of(s, clock)
+
+
+async def test_the_next_leader_restores_the_floors_of_an_approved_run(
+    tmp_path: Path, fake_slack: FakeSlack, api: FakeKube
+) -> None:
+    """The step before an approval raised a floor; after a leader change both floors go back.
+
+    The old leader raises minReplicaCount 2 → 3 and asks to raise it to 4; the approval is
+    handed over with the first raise's undo, flagged to restore on resolve. The next leader
+    runs the approved raise and, when its own incident resolves, restores 4 → 3 → 2.
+    """
+    clock = Clock()
+    a = approving_replica(tmp_path, "a", fake_slack, api, clock)
+    b = approving_replica(tmp_path, "b", fake_slack, api, clock)
+    try:
+        assert a.elector is not None and b.elector is not None
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        events = {}
+        for name, replica_ in (("a", a), ("b", b)):
+            events[name] = playbook_harness.incident("cpu_bottleneck", at=clock.now)
+            replica_.after_evaluation([events[name]], clock.now)
+            await settle(replica_)
+            still_open(replica_, events[name])
+        assert floor(api) == 3
+        assert await a.elector.step()  # publishes the approval with the raise's undo
+        assert not await b.elector.step()
+        [handed] = b.store.pending_approvals()
+        assert [u.on_resolve for u in b.store.undos_by_id(handed.undo_ids)] == [True]
+        await a.elector.release()
+        assert await b.elector.step()
+        await connect(b, fake_slack)
+        clock.now += 60
+        await click(fake_slack, root(fake_slack), APPROVE_ACTION, ALICE)
+        await wait_for(lambda: bool(by_status(b, "approved")))
+        await settle(b)
+        assert floor(api) == 4
+
+        clock.now += 60
+        b.after_evaluation([resolved(events["b"], at=clock.now)], clock.now)
+        await settle(b)
+        restores = [r for r in b.store.decisions() if r.phase == "restore"]
+        assert [(r.action, r.params["min_replica_count"], r.status) for r in restores] == [
+            ("kubernetes.scaledobject_min", 3, "ran"),
+            ("kubernetes.scaledobject_min", 2, "ran"),
+        ]
+        assert floor(api) == 2
+    finally:
+        await a.close()
+        await b.close()

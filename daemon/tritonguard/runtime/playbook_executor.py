@@ -822,7 +822,9 @@ class PlaybookExecutor:
         for undo_id, step in steps:
             # A raise another open incident relies on stays: its restore puts it back later.
             kept = (
-                self._still_relied_on(PendingUndo(undo_id, name, step.action, dict(step.params)))
+                self._still_relied_on(
+                    PendingUndo(undo_id, name, step.action, dict(step.params)), event.incident_id
+                )
                 if undo_id
                 else None
             )
@@ -1166,7 +1168,7 @@ class PlaybookExecutor:
             )
             self.store.mark_undo_done(undo.undo_id)
         for undo in self.store.pending_undos(event.incident_id, on_resolve=True, dry_run=False):
-            kept = self._still_relied_on(undo)
+            kept = self._still_relied_on(undo, event.incident_id)
             if kept is not None:
                 records.append(
                     self.record(
@@ -1219,16 +1221,17 @@ class PlaybookExecutor:
             )
         return records
 
-    def _still_relied_on(self, undo: PendingUndo) -> str | None:
+    def _still_relied_on(self, undo: PendingUndo, incident_id: str) -> str | None:
         """Return another incident whose pending restore puts back the same scale, if any.
 
         Every incident that relied on one raise holds a restore to the count from before it;
-        only the last of them to resolve runs it.
+        only the last of them to resolve runs it. The incident's own earlier restores of the
+        same object (two raises in one run) are not another incident: they run after it.
         """
         target = scale_target(undo.action, undo.params)
         if target is None:
             return None
-        for other, held in self.store.live_undos_elsewhere(undo.action, ""):
+        for other, held in self.store.live_undos_elsewhere(undo.action, incident_id):
             if held.undo_id != undo.undo_id and scale_target(held.action, held.params) == target:
                 return other
         return None
