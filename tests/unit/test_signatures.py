@@ -410,6 +410,77 @@ def test_cpu_bottleneck_from_tritons_host_gauge_when_saturation_comes_with_the_l
     assert_detected(run_engine(series, interval=IV), "cpu_bottleneck")
 
 
+def _shared_cpu_pod() -> dict[str, str]:
+    """Two models on one throttled pod: resnet's load grows, bert's stays and only slows."""
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(24, rps=30, infer_ms=30, queue_ms=60, pending=4),
+        ],
+        interval=IV,
+    )
+    series.update(
+        triton_model(
+            [
+                Phase(BASE_N, rps=20, infer_ms=20),
+                Phase(24, rps=20, infer_ms=30, queue_ms=60, pending=2),
+            ],
+            interval=IV,
+            model="bert",
+        )
+    )
+    _cpu(series, [(1.0, BASE_N), (1.97, 24)], [(0.0, BASE_N), (0.45, 24)])
+    return series
+
+
+def test_cpu_bottleneck_names_the_model_whose_work_grew_not_its_pods_bystander() -> None:
+    """A CPU-bound pod slows every model on it; only the one whose load grew is the cause."""
+    events = run_engine(_shared_cpu_pod(), interval=IV)
+    assert_detected(events, "cpu_bottleneck", model="resnet")
+    assert ("bert", "cpu_bottleneck") not in {(e.subject.model, e.cause) for e in events}
+
+
+def test_cpu_bottleneck_evidence_gives_the_culprits_share_of_the_added_work() -> None:
+    """The culprit's finding says how much of the pod's added work is its own, naming the rest."""
+    events = run_engine(_shared_cpu_pod(), interval=IV)
+    first = next(e for e in events if e.event == "opened" and e.subject.model == "resnet")
+    share = first.evidence["pod_work_share"]
+    # resnet added 10/s x its healthy 20 ms; bert, at a steady 20/s, added none (it only slowed).
+    assert share.value == 1.0
+    assert "bert" in share.what
+
+
+def test_a_shared_gpu_saturated_by_one_models_load_is_not_the_others_instances() -> None:
+    """On one GPU, bert's executions slow because resnet's load grew, not because of its count.
+
+    bert runs four instances at a steady load and its compute inflates as the device fills
+    with resnet's added work: the look of too_many_instances, whose cause is resnet's.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20, queue_ms=5),
+            Phase(24, rps=40, infer_ms=30, queue_ms=60, pending=4),
+        ],
+        interval=IV,
+    )
+    series.update(
+        triton_model(
+            [
+                Phase(BASE_N, rps=20, infer_ms=20, queue_ms=5),
+                Phase(24, rps=20, infer_ms=80, queue_ms=5),
+            ],
+            interval=IV,
+            model="bert",
+        )
+    )
+    series['DCGM_FI_DEV_GPU_UTIL{namespace="prod",pod="triton-0",gpu="0"}'] = gauge(
+        [(60, BASE_N), (98, 24)]
+    )
+    cfg = {"max_batch_size": 8, "instance_group": [{"count": 4, "kind": "KIND_GPU"}]}
+    events = run_engine(series, interval=IV, configs={"bert": cfg})
+    assert ("bert", "too_many_instances") not in {(e.subject.model, e.cause) for e in events}
+
+
 def test_node_contention_needs_node_evidence_to_open() -> None:
     """Inflated compute at steady load without node metrics stays below the open threshold."""
     series = triton_model(

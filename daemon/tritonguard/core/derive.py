@@ -17,7 +17,7 @@ from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
 from tritonguard.core.recurrence import find_spikes, per_scrape_ratio
 from tritonguard.core.reload_signs import reload_events
-from tritonguard.core.signatures.context import Context
+from tritonguard.core.signatures.context import Context, Peer, added_work
 from tritonguard.core.symptoms import fast_symptom, is_shedding, symptom_of
 from tritonguard.core.thresholds import Thresholds
 
@@ -120,6 +120,8 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         if began is not None:
             ctx.before = _before(reader, key, began - f.interval_s, f.window_s, t)
             ctx.queue_since_shift = [v for at, v in per_scrape_queue if at >= began]
+        if key[1]:
+            ctx.peers = _peers(reader, key, now, history)
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
     recovered = not symptom.up and not is_shedding(f, t)
@@ -171,6 +173,21 @@ def since_shift(points: list[float], limit: float | None) -> list[float]:
         if v > limit:
             return points[k:]
     return points
+
+
+def _peers(
+    reader: FeatureReader, key: SubjectKey, now: float, history: BaselineHistory
+) -> list[Peer]:
+    """Return the other models on the subject's pod, each against its own baseline."""
+    out = []
+    for other in reader.subjects():
+        if other[:2] != key[:2] or other == key:
+            continue
+        g = reader.compute(other)
+        base = history.baseline(other, now, g.window_s, g.interval_s, reader.store.started_at)
+        load = base.ratio("request_rate", g.request_rate) if base is not None else None
+        out.append(Peer(model=other[2], load=load, added_work_s=added_work(g, base)))
+    return out
 
 
 def _before(

@@ -15,6 +15,18 @@ from tritonguard.core.symptoms import Symptom
 from tritonguard.core.thresholds import Thresholds
 
 
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Another model on the same pod, as the CPU or accelerator they share sees it."""
+
+    model: str
+    # Request rate vs its own baseline (None without one).
+    load: float | None
+    # Work added since its baseline, in compute seconds per second at its healthy speed:
+    # its healthy compute per inference x the inferences per second it gained.
+    added_work_s: float | None
+
+
 @dataclass(slots=True)
 class Context:
     """Everything one signature evaluation may use; all pure data."""
@@ -45,6 +57,8 @@ class Context:
     # Each scrape's own mean queue time since that first abnormal scrape, oldest first: the
     # queue of the shift alone, which the window mixes with the healthy scrapes before it.
     queue_since_shift: list[float] = field(default_factory=list)
+    # The pod's other models while this one's symptom lasts: who else uses its CPU or GPU.
+    peers: list[Peer] = field(default_factory=list)
 
     def ev(
         self, value: float | None, unit: str, what: str, window_s: float | None = None
@@ -148,3 +162,50 @@ def amplification(ctx: Context) -> Amplification | None:
         vs_baseline=arrivals / base if base else None,
         backlog_s=f.pending / served,
     )
+
+
+def added_work(f: FeatureSet, base: Baseline | None) -> float | None:
+    """Return work added since the baseline, in compute seconds per second at healthy speed.
+
+    Not the compute seconds themselves: a model slowed by a saturated neighbour spends more
+    of them on the same work, while the neighbour that saturated the resource did more work.
+    """
+    if base is None:
+        return None
+    per_inference, rate = base.get("compute_per_inference_us"), base.get("inference_rate")
+    if per_inference is None or rate is None or f.inference_rate is None:
+        return None
+    return per_inference / 1e6 * (f.inference_rate - rate)
+
+
+def culprit_elsewhere(ctx: Context) -> Peer | None:
+    """Return the pod's model whose added work saturated what they share, when not this one.
+
+    A CPU or accelerator shared by several models slows all of them once one takes more of
+    it: every model's compute inflates, but only the culprit's work grew. A model whose own
+    load is steady, beside a peer whose load grew (load_increase) and added work, is a
+    bystander of that peer's saturation: naming it would move the fix to the wrong model.
+    """
+    t = ctx.thresholds
+    load = ctx.baseline.ratio("request_rate", ctx.features.request_rate) if ctx.baseline else None
+    if load is None or load >= t.load_increase:
+        return None
+    grown = [
+        p
+        for p in ctx.peers
+        if p.load is not None
+        and p.load >= t.load_increase
+        and p.added_work_s is not None
+        and p.added_work_s > 0
+    ]
+    return max(grown, key=lambda p: p.added_work_s or 0.0, default=None)
+
+
+def work_share(ctx: Context) -> float | None:
+    """Return this model's share of the work its pod's models added (None alone or unknown)."""
+    if not ctx.peers:
+        return None
+    mine = added_work(ctx.features, ctx.baseline)
+    if mine is None or mine <= 0:
+        return None
+    return mine / (mine + sum(max(0.0, p.added_work_s or 0.0) for p in ctx.peers))

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.signatures.context import GATE, Context, clamp, symptom_evidence, weigh
+from tritonguard.core.signatures.context import (
+    GATE,
+    Context,
+    clamp,
+    culprit_elsewhere,
+    symptom_evidence,
+    weigh,
+    work_share,
+)
 from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "cpu_bottleneck"
@@ -38,8 +46,19 @@ def check(ctx: Context) -> Finding | None:
         return None  # Triton uses less CPU than before at the same load: a neighbour took it
     if f.gpu_util is not None and f.gpu_util >= t.gpu_saturated:
         return None
+    if culprit_elsewhere(ctx) is not None:
+        return None  # another model of the pod took the CPU; this one only slowed
     ev = symptom_evidence(ctx)
     conf = 0.55
+    share = work_share(ctx)
+    if share is not None:
+        ev["pod_work_share"] = ctx.ev(
+            share,
+            "ratio",
+            "share of the work the pod's models added, in healthy compute seconds ("
+            + ", ".join(f"{p.model}: {p.load or 0:.1f}x load" for p in ctx.peers)
+            + ")",
+        )
     if f.container_cpu_saturation is not None:
         ev["container_cpu_vs_quota"] = ctx.ev(
             f.container_cpu_saturation, "ratio", "rate(container_cpu_usage_seconds_total) / quota"
@@ -86,6 +105,7 @@ def check(ctx: Context) -> Finding | None:
         "gpu_util": 0.1,
         "load_vs_baseline": 0.1,
         "compute_vs_baseline": 0.05,
+        "pod_work_share": 0.1,
     }
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, weights), Fix(text, snippet))
 

@@ -8,6 +8,7 @@ from tritonguard.core.signatures.context import (
     GATE,
     Context,
     clamp,
+    culprit_elsewhere,
     ms,
     symptom_evidence,
     weigh,
@@ -52,6 +53,8 @@ def check(ctx: Context) -> Finding | None:
         return None
     if f.gpu_util is not None and f.gpu_util < t.gpu_underused:
         return None  # the accelerator is not what they fight over
+    if culprit_elsewhere(ctx) is not None:
+        return None  # another model's added work saturates the accelerator they share
     ev = symptom_evidence(ctx)
     ev["compute_vs_baseline"] = ctx.ev(inflation, "ratio", "compute per inference vs baseline")
     ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "concurrent executions")
