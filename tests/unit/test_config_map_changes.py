@@ -144,3 +144,16 @@ def test_a_pods_incident_follows_the_newest_change_within_the_lookback() -> None
     assert timeline.preceding("ml", "triton-0", 150.0, 600.0) == first
     assert timeline.preceding("ml", "triton-0", 2000.0, 600.0) is None
     assert timeline.preceding("ml", "triton-1", 210.0, 600.0) is None
+
+
+def test_the_reads_held_are_bounded_by_count_and_size_the_oldest_going_first() -> None:
+    """Past either bound the oldest ConfigMap's read goes; its next read is only remembered."""
+    reads = ConfigMapReads(max_maps=2, max_chars=10_000)
+    for i in range(3):
+        reads.read(ConfigMapData("ml", f"cm-{i}", "1", {"k": "v"}), float(i))
+    assert len(reads) == 2 and not reads.known("ml", "cm-0") and reads.known("ml", "cm-2")
+    reads.read(ConfigMapData("ml", "big", "1", {"k": "x" * 9_000}), 5.0)
+    assert [reads.known("ml", n) for n in ("cm-1", "cm-2", "big")] == [False, True, True]
+    reads.read(ConfigMapData("ml", "bigger", "1", {"k": "y" * 9_500}), 6.0)
+    assert [reads.known("ml", n) for n in ("cm-2", "big", "bigger")] == [False, False, True]
+    assert reads.read(ConfigMapData("ml", "big", "2", {"k": "z"}), 7.0) is None

@@ -32,8 +32,11 @@ MAX_TEXT_CHARS = 64 * 1024
 MAX_LEAVES = 24
 # A line is shown at most this wide on each side of the arrow.
 SHOWN_WIDTH = 60
-# ConfigMaps whose last read is kept, and pods whose changes are.
+# ConfigMaps whose last read is kept, and pods whose changes are. A ConfigMap holds up to
+# 1 MiB, so the reads held are bounded by their total size too: past it the oldest read goes
+# (its next change is then only remembered, not diffed).
 MAX_MAPS = 1024
+MAX_HELD_CHARS = 32 * 1024 * 1024
 MAX_PODS = 4096
 # Changes kept per pod: the newest are what an incident follows.
 MAX_PER_POD = 4
@@ -203,13 +206,19 @@ class _Read:
     at: float
     data: dict[str, str]
 
+    @property
+    def size(self) -> int:
+        return sum(len(k) + len(v) for k, v in self.data.items())
+
 
 class ConfigMapReads:
     """The last read of each mounted ConfigMap, and the change each new read shows."""
 
-    def __init__(self, max_maps: int = MAX_MAPS) -> None:
+    def __init__(self, max_maps: int = MAX_MAPS, max_chars: int = MAX_HELD_CHARS) -> None:
         self._last: dict[tuple[str, str], _Read] = {}
         self._max = max_maps
+        self._max_chars = max_chars
+        self._held = 0
 
     def known(self, namespace: str, name: str) -> bool:
         """Whether a read of this ConfigMap is held (a later one can be diffed against it)."""
@@ -228,9 +237,15 @@ class ConfigMapReads:
         key = (read.namespace, read.name)
         data = _held_data(read)
         last = self._last.pop(key, None)
-        if len(self._last) >= self._max:
-            del self._last[next(iter(self._last))]
-        self._last[key] = _Read(read.resource_version, at, data)
+        if last is not None:
+            self._held -= last.size
+        held = _Read(read.resource_version, at, data)
+        while self._last and (
+            len(self._last) >= self._max or self._held + held.size > self._max_chars
+        ):
+            self._held -= self._last.pop(next(iter(self._last))).size
+        self._last[key] = held
+        self._held += held.size
         if last is None:
             return None
         if last.version == read.resource_version:
@@ -254,7 +269,9 @@ class ConfigMapReads:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a ConfigMap no target pod mounts any more."""
-        self._last.pop((namespace, name), None)
+        gone = self._last.pop((namespace, name), None)
+        if gone is not None:
+            self._held -= gone.size
 
     def __len__(self) -> int:
         return len(self._last)
