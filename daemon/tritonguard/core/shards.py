@@ -219,6 +219,11 @@ class SeriesFilter:
             (self._owned if owned else self._elsewhere).add((key[0], pod))
         return owned
 
+    def note_owned(self, namespace: str, pod: str) -> None:
+        """Count a pod this shard was given whole (its own scrape target) as owned."""
+        if self.shard.sharded:
+            self._owned.add((namespace, pod))
+
     def take_counts(self) -> tuple[int, int]:
         """Return (pods owned, pods left to other shards) seen since the last call."""
         counts = len(self._owned), len(self._elsewhere)

@@ -25,7 +25,7 @@ from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
 from tritonguard.core.rollout_changes import RolloutChange
-from tritonguard.core.samples import Labels, Sample, label
+from tritonguard.core.samples import Sample, label
 from tritonguard.core.shards import SeriesFilter, static_target_workload
 from tritonguard.core.targets import target_of
 from tritonguard.core.urls import redact_text, redact_url
@@ -261,12 +261,12 @@ class DaemonApp:
             or self.shard.owns(target.namespace, workload)
         )
 
-    def _keep_of(self, source: str) -> Callable[[str, Labels], bool] | None:
+    def _filter_of(self, source: str) -> SeriesFilter | None:
         """Return a source's shard filter of series, or None when unsharded."""
         if not self.shard.sharded:
             return None
         self._filters[source] = SeriesFilter(self.shard)
-        return self._filters[source].keep
+        return self._filters[source]
 
     def _note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> None:
         """Take the workload revision a discovered pod runs: its incidents name the rollout."""
@@ -349,7 +349,7 @@ class DaemonApp:
                     scraper,
                     interval_s=s.scrape_interval_s,
                     keep=is_consumed,
-                    keep_series=self._keep_of(ScrapeSource.name),
+                    shard_filter=self._filter_of(ScrapeSource.name),
                 )
             )
         if s.prometheus_url:
@@ -359,7 +359,7 @@ class DaemonApp:
                     client,
                     interval_s=s.prometheus_interval_s,
                     backfill_s=s.prometheus_backfill_s,
-                    keep=self._keep_of(PrometheusSource.name),
+                    shard_filter=self._filter_of(PrometheusSource.name),
                 )
             )
         return sources

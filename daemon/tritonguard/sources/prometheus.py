@@ -13,6 +13,7 @@ from tritonguard.clients.prometheus_query import (
 )
 from tritonguard.core.metric_names import CONSUMED_PREFIXES
 from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.shards import SeriesFilter
 from tritonguard.sources.source_status import PollResult, SourceStatus
 
 
@@ -63,7 +64,7 @@ class PrometheusSource:
     was scraped at, so the engine sees the same series it would see scraping directly. The
     first poll reads ``backfill_s`` of history (baselines start warm); later polls read the
     time since the last good poll plus slack, and samples already delivered are skipped.
-    With ``keep`` (a shard's filter) series it refuses are dropped before anything about them
+    With ``shard_filter`` series of another shard's workloads are dropped before anything about them
     is remembered. A Prometheus outage yields no samples and an error status per group, never zeros.
     """
 
@@ -77,12 +78,12 @@ class PrometheusSource:
         backfill_s: float = 300.0,
         groups: Sequence[QueryGroup] = DEFAULT_GROUPS,
         clock: Callable[[], float] = time.time,
-        keep: Callable[[str, Labels], bool] | None = None,
+        shard_filter: SeriesFilter | None = None,
     ) -> None:
         self.interval_s = interval_s
         self._client = client
         # A shard reads the whole fleet and keeps its own workloads' series (and shared ones).
-        self._keep = keep
+        self._shard_filter = shard_filter
         self._backfill_s = backfill_s
         self._groups = list(groups)
         self._clock = clock
@@ -138,12 +139,12 @@ class PrometheusSource:
 
     def _only_new(self, raw: Sequence[PromSample]) -> list[Sample]:
         fresh: list[Sample] = []
-        keep = self._keep
+        shard = self._shard_filter
         for item in raw:
             sample = to_sample(item)
             if sample is None or sample.timestamp is None:
                 continue
-            if keep is not None and not keep(sample.name, sample.labels):
+            if shard is not None and not shard.keep(sample.name, sample.labels):
                 continue
             key = (sample.name, sample.labels)
             if sample.timestamp <= self._last_ts.get(key, float("-inf")):

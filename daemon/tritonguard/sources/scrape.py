@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
 from tritonguard.core.exposition import ExpositionError, parse_exposition
 from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.shards import SeriesFilter
 from tritonguard.core.urls import BasicCredentials
 from tritonguard.settings import TargetSettings
 from tritonguard.sources.source_status import PollResult, SourceStatus
@@ -106,14 +107,14 @@ class ScrapeSource:
         *,
         interval_s: float = 15.0,
         keep: Callable[[str], bool] | None = None,
-        keep_series: Callable[[str, Labels], bool] | None = None,
+        shard_filter: SeriesFilter | None = None,
         sample_limit: int = DEFAULT_SAMPLE_LIMIT,
     ) -> None:
         self.interval_s = interval_s
         self._scraper = scraper
         self._keep = keep
         # A shard keeps only its own pods' series of an exporter every shard scrapes.
-        self._keep_series = keep_series
+        self._shard_filter = shard_filter
         self._sample_limit = sample_limit
         self._planned = _plan(targets, {})
 
@@ -173,9 +174,14 @@ class ScrapeSource:
             for s in exposition.samples
             if keep is None or keep(s.name)
         ]
-        if self._keep_series is not None:
-            keep_series = self._keep_series
-            samples = [s for s in samples if keep_series(s.name, s.labels)]
+        shard = self._shard_filter
+        if shard is not None and target.pod and not target.honor_labels:
+            # A pod's own target was given to one shard whole: its series need no sorting.
+            shard.note_owned(target.namespace, target.pod)
+        elif shard is not None:
+            # One every shard scrapes (an exporter describing other pods, or any target
+            # without a pod) is split series by series.
+            samples = [s for s in samples if shard.keep(s.name, s.labels)]
         return samples, self._status(target, result, samples=len(samples))
 
     def _status(
