@@ -48,7 +48,14 @@ def test_the_overlay_validates_and_runs_a_statefulset_instead_of_the_deployment(
     assert not [o for o in objects if o["kind"] == "Deployment"]
     spec = _one(objects, "StatefulSet")["spec"]
     assert spec["podManagementPolicy"] == "Parallel"
-    assert spec["serviceName"] == _one(objects, "Service")["metadata"]["name"]
+    # Its headless Service names each pod, in the pods' namespace, selecting exactly them.
+    headless = _one(objects, "Service", spec["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    assert (
+        headless["metadata"]["namespace"] == _one(objects, "StatefulSet")["metadata"]["namespace"]
+    )
+    assert headless["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert headless["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
 
 
 def test_the_pod_template_is_the_base_s_plus_the_shard_count(
