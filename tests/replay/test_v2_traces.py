@@ -25,7 +25,10 @@ _FULL_NODE = (
     "and the run-queue wait that shows a neighbour on a full node (CPU pressure) is not "
     "exported"
 )
-_TAILS = "reloads 45 s apart at 15 s scrapes: the second cold tail lands at +75 s, the deadline"
+_TAILS = (
+    "churn needs two reloads; the first is polled within 15 s of the onset and the second "
+    "comes 45 s later, so its cold tail shows in the scrape at +75 s, the deadline"
+)
 _GPU_IDLE = (
     "the shared accelerator reads 54-77 % busy (under gpu_underused) until +75 s, so the "
     "instances' contention is confirmed late"
