@@ -180,8 +180,8 @@ def _peers(
 ) -> list[Peer]:
     """Return the other models on the subject's pod, each against its own baseline."""
     out = []
-    for other in reader.subjects():
-        if other[:2] != key[:2] or other == key:
+    for other in reader.pod_subjects(key[0], key[1]):
+        if other == key:
             continue
         g = reader.compute(other)
         base = history.baseline(other, now, g.window_s, g.interval_s, reader.store.started_at)

@@ -195,6 +195,7 @@ class FeatureReader:
         self._serving_memo: dict[tuple[str, str, str, str], list[Series]] = {}
         self._in_ns: dict[tuple[str, str], list[Series]] = {}
         self._intervals: dict[SubjectKey, float] = {}
+        self._by_pod: dict[tuple[str, str], list[SubjectKey]] | None = None
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""
@@ -202,6 +203,14 @@ class FeatureReader:
         for name in ("nv_inference_request_success", "nv_inference_exec_count"):
             keys.update(k for k in self._indexed(name) if k not in self._aggregates)
         return sorted(keys)
+
+    def pod_subjects(self, ns: str, pod: str) -> list[SubjectKey]:
+        """Every subject Triton reports requests for on one pod (its models)."""
+        if self._by_pod is None:
+            self._by_pod = {}
+            for key in self.subjects():
+                self._by_pod.setdefault(key[:2], []).append(key)
+        return self._by_pod.get((ns, pod), [])
 
     def model_subjects(self) -> list[SubjectKey]:
         """(namespace, "", model) keys that sum a model's series across its pods."""
