@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.playbook_harness import incident, resolved
 from tritonguard.actions.registry import catalog
 from tritonguard.core.action_records import ActionRecord
@@ -101,19 +103,31 @@ def test_a_playbook_that_changes_a_pod_is_decided_per_pod_by_its_own_guards() ->
 def test_a_scale_of_a_known_owner_runs_once_for_the_group() -> None:
     """Post and scale the owner: once per group of one Deployment, per pod if it is unknown.
 
-    Without the owner, pods of two workloads may share a group, so each pod's run goes on
-    to the executor, which skips a scale another incident already made as covered.
+    Without the owner, pods of two workloads may share a group, so each pod runs it, one
+    after the first: the executor then skips a scale another incident already made as
+    covered, which it can only see once that run has made it.
     """
     known = decide_step(group_of(PODS, workload="Deployment/ranker"), [], ctx([book(SCALE)]))
     assert [d.incident.subject.pod for d in known if isinstance(d, RunPlaybook)] == ["ranker-0"]
     skips = [d for d in known if isinstance(d, SkipPlaybook)]
     assert {d.guard for d in skips} == {"grouped"} and len(skips) == 4
     assert "of Deployment/ranker" in skips[0].reason
-    unknown = decide_step(group_of(PODS), [], ctx([book(SCALE)]))
-    ran = [d.incident.subject.pod for d in unknown if isinstance(d, RunPlaybook)]
-    # Each pod runs until the playbook's own hourly rate stops it; nothing is "grouped".
-    assert ran == PODS[:4]
-    assert {d.guard for d in unknown if isinstance(d, SkipPlaybook)} == {"rate"}
+    events = group_of(PODS)
+    unknown = decide_step(events, [], ctx([book(SCALE)]))
+    # The first pod runs; the others wait for its raise, recording nothing yet.
+    assert [d.incident.subject.pod for d in unknown if isinstance(d, RunPlaybook)] == PODS[:1]
+    assert not [d for d in unknown if isinstance(d, SkipPlaybook)]
+    done = frozenset({(events[0].incident_id, "scale")})
+    running = replace(
+        ctx([book(SCALE)]), ledger=Ledger(done=done, busy=frozenset({"prod/ranker-0/ranker"}))
+    )
+    assert not [d for d in decide_step([], events, running) if isinstance(d, RunPlaybook)]
+    # Once its run is over (its raise on file) the others run, and the executor finds it.
+    over = replace(ctx([book(SCALE)]), ledger=Ledger(done=done))
+    ran = [
+        d.incident.subject.pod for d in decide_step([], events, over) if isinstance(d, RunPlaybook)
+    ]
+    assert ran == PODS[1:]
 
 
 def test_another_models_group_on_the_same_pods_is_told_separately() -> None:

@@ -35,18 +35,12 @@ MAX_JSON_PODS = 100
 GROUP_GUARDS = frozenset({"grouped", "covered", "reload_cooldown"})
 
 
+# Steps that change the pod's owner: its replica count, directly, as its HPA's floor or as
+# its KEDA ScaledObject's.
+OWNER_ACTIONS = frozenset({"kubernetes.scale", "kubernetes.hpa_min", "kubernetes.scaledobject_min"})
 # Steps that act on what a group's pods share, so a group of one workload runs them once:
-# the notification, the owner's replica count (directly, its HPA's floor or its KEDA
-# ScaledObject's) and the check that follows.
-GROUP_ACTIONS = frozenset(
-    {
-        "slack.post",
-        "kubernetes.scale",
-        "kubernetes.hpa_min",
-        "kubernetes.scaledobject_min",
-        "verify",
-    }
-)
+# the notification, the owner's replicas and the check that follows.
+GROUP_ACTIONS = OWNER_ACTIONS | {"slack.post", "verify"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.fleet_groups import GROUP_ACTIONS
+from tritonguard.core.fleet_groups import GROUP_ACTIONS, OWNER_ACTIONS
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
 from tritonguard.core.playbook_model import Playbook, Step
 
@@ -347,6 +347,8 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
                 dry = step_dry_run(ctx.settings, book.guards, notify=ctx.notify_only(book))
                 out.append(SkipPlaybook(event, book.name, dry, "grouped", told))
             continue
+        if _waits_for_group(event, book, ctx, work):
+            continue
         verdict = decide(
             playbook=book.name,
             guards=book.guards,
@@ -417,6 +419,33 @@ def _told_for_group(
         f"incident {told} ran it for this pod's fleet group ({event.cause} on "
         f"{event.subject.model} of {group.key.workload}): it acts on the workload once"
     )
+
+
+def _waits_for_group(
+    event: IncidentEvent, book: Playbook, ctx: StepContext, work: _Working
+) -> bool:
+    """Whether the pod waits for another pod of its group to finish ``book``'s change first.
+
+    With the owner unknown each pod runs the playbook, and a scale another incident already
+    made is skipped as covered; but that is only on file once the first run has made it.
+    Until one pod's run is over the group's other pods wait (nothing is recorded; the next
+    evaluation considers them again), so two runs never raise one Deployment side by side.
+    Then they all go on at once, and each finds the raise.
+    """
+    g = event.group
+    if g is None or not any(s.action in OWNER_ACTIONS for s in book.all_steps()):
+        return False
+    others = [
+        (other, Subject(g.key.namespace, g.key.model, pod).key())
+        for other, pod in zip(g.incidents, g.pods, strict=True)
+        if other != event.incident_id and (other, book.name) in work.done
+    ]
+    # A run from an earlier step whose subject has no work in flight is over.
+    over = any(
+        (other, book.name) in ctx.ledger.done and key not in ctx.ledger.busy
+        for other, key in others
+    )
+    return bool(others) and not over
 
 
 # ---- approvals (pure parts) ------------------------------------------------------------------
