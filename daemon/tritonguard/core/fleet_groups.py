@@ -198,7 +198,20 @@ class FleetGroups:
 
     def annotate(self, events: Iterable[IncidentEvent]) -> list[IncidentEvent]:
         """Return copies of open incidents' events, each with its group as it stands now."""
-        return [replace(e, group=self.group_of(e.incident_id)) for e in events]
+        # One snapshot per group, however many of its pods are listed.
+        snaps: dict[GroupKey, FleetGroup] = {}
+        out = []
+        for e in events:
+            key = self._member_of.get(e.incident_id)
+            g = self._open.get(key) if key is not None else None
+            if key is None or g is None:
+                out.append(replace(e, group=None))
+                continue
+            snap = snaps.get(key)
+            if snap is None:
+                snap = snaps[key] = self._snapshot(key, g)
+            out.append(replace(e, group=snap))
+        return out
 
     def _snapshot(
         self,
