@@ -1,15 +1,14 @@
 """A fleet-wide cause through the playbook stage, Kubernetes and Slack: one thread, one scale.
 
 Three pods of Deployment ``prod/triton`` open the same cause on the same model in one
-evaluation. The shipped cpu_bottleneck playbook (post, then add a replica of the owner),
-switched to act, runs as the daemon runs it: slack_sdk against the fake Slack and the
+evaluation. A playbook like the shipped cpu_bottleneck one (post, then add a replica of the
+owner), acting, runs as the daemon runs it: slack_sdk against the fake Slack and the
 Kubernetes client against the fake API server.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -18,16 +17,16 @@ from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, stage
 from tests.slack_delivery import attach
+from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.fleet_groups import FleetGroups
 from tritonguard.core.guards import GuardSettings
+from tritonguard.core.playbook_model import load_playbooks_text
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv
-from tritonguard.runtime.playbook_files import load_playbook_files
 
-PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 PODS = ["triton-5d9c7b-a1", "triton-5d9c7b-b2", "triton-5d9c7b-c3"]
 CHANNEL = "#tritonguard-alerts"
 
@@ -64,23 +63,29 @@ def _openings(
     )
 
 
+SCALE = """
+name: cpu-scale-out
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, cooldown: 30m, max_runs_per_hour: 10}
+steps:
+  - action: slack.post
+  - action: kubernetes.scale
+    params: {add: 1}
+"""
+
+
 async def test_three_pods_with_one_cause_make_one_thread_and_one_scale(
     kube: FakeKube, slack: FakeSlack
 ) -> None:
     """One root in Slack listing the three pods; the Deployment gains one replica, not three.
 
-    The playbook (a post and a scale of the owner) runs once for the group: the second and
-    third pods are skipped as grouped, and use none of its hourly runs. A second model on the
-    same pods is a group, and a thread, of its own; its scale of the same Deployment is
-    covered by the first group's raise.
+    The group's pods run the playbook one at a time: the first raises the Deployment, each
+    of the others finds the raise and skips its own as covered. A second model on the same
+    pods is a group, and a thread, of its own; its scales are covered by the first raise.
     """
-    books = [
-        b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
-        for b in load_playbook_files([PLAYBOOKS / "cpu_bottleneck.yaml"])
-    ]
-    # As discovery names the pods' owner to the engine.
-    groups = FleetGroups(workload_of=lambda ns, pod: "Deployment/triton", pods_of=lambda ns, m: 3)
-    opened: list[IncidentEvent] = []
+    books = load_playbooks_text(SCALE, "inline.yaml", catalog())
+    groups = FleetGroups(pods_of=lambda ns, model: 3)
+    opened: dict[str, IncidentEvent] = {}
     env = ExecutorEnv(
         kube=KubernetesClient.for_host(kube.url),
         slack=SlackNotifier(slack.token, base_url=slack.base_url),
@@ -93,44 +98,60 @@ async def test_three_pods_with_one_cause_make_one_thread_and_one_scale(
         AuditStore(),
         settings=GuardSettings(dry_run=False),
         env=env,
-        open_incidents=lambda: groups.annotate(opened),
+        open_incidents=lambda: groups.annotate(list(opened.values())),
     )
     threads = attach(on, slack, CHANNEL)
+
+    def replicas() -> int:
+        deployment = kube.get_object("Deployment", "prod", "triton")
+        assert deployment is not None
+        return int(deployment["spec"]["replicas"])
+
+    async def step(events: list[IncidentEvent], now: float) -> list[tuple[str, str, str]]:
+        records = await on.run_step(events, now)
+        pods = {e.incident_id: e.subject.pod for e in [*events, *opened.values()]}
+        return sorted(
+            (pods[i], r.action, f"{r.status}:{r.guard}" if r.guard else r.status)
+            for i, recs in records.items()
+            for r in recs
+        )
+
     first = _openings(groups, "resnet")
-    opened += first
-    records = await on.run_step(first, 5000.0)
-    steps = sorted(
-        (pod, r.action, r.status, r.guard)
-        for e, pod in zip(first, PODS, strict=True)
-        for r in records.get(e.incident_id, [])
-    )
-    assert steps == [
-        (PODS[0], "kubernetes.scale", "ran", ""),
-        (PODS[0], "slack.post", "ran", ""),
-        (PODS[1], "*", "skipped", "grouped"),
-        (PODS[2], "*", "skipped", "grouped"),
+    opened.update((e.incident_id, e) for e in first)
+    assert await step(first, 5000.0) == [
+        (PODS[0], "kubernetes.scale", "ran"),
+        (PODS[0], "slack.post", "ran"),
     ]
-    deployment = kube.get_object("Deployment", "prod", "triton")
-    assert deployment is not None and deployment["spec"]["replicas"] == 3
+    # One pod at a time: each finds the raise on file and skips its own as covered.
+    for now, pod in zip((5005.0, 5010.0), PODS[1:], strict=True):
+        assert await step([], now) == [
+            (pod, "kubernetes.scale", "skipped:covered"),
+            (pod, "slack.post", "ran"),
+        ]
+    assert await step([], 5015.0) == []
+    assert replicas() == 3
     await threads.worker.drain()
     [root] = slack.roots_in(CHANNEL)
     assert "cpu_bottleneck on prod/resnet on 3 of 3 pods" in root.text
     assert ", ".join(PODS) in str(root.blocks)
+    # The first pod's scale is the thread's one reply; the covered ones add nothing.
     [scaled] = slack.thread_of(root)
     assert "`kubernetes.scale`" in scaled.text and "replicas 2 → 3" in scaled.text
 
     second = _openings(groups, "bert")
-    opened += second
-    records = await on.run_step(second, 5000.0)
-    lead = records[second[0].incident_id]
-    assert [(r.action, r.status, r.guard) for r in lead] == [
-        ("slack.post", "ran", ""),
-        ("kubernetes.scale", "skipped", "covered"),
-    ]
+    opened.update((e.incident_id, e) for e in second)
+    ran = await step(second, 5020.0)
+    ran += await step([], 5025.0) + await step([], 5030.0)
+    assert sorted(ran) == sorted(
+        [(pod, "kubernetes.scale", "skipped:covered") for pod in PODS]
+        + [(pod, "slack.post", "ran") for pod in PODS]
+    )
     await threads.worker.drain()
     roots = slack.roots_in(CHANNEL)
     assert len(roots) == 2
     assert "cpu_bottleneck on prod/bert on 3 of 3 pods" in roots[1].text
-    deployment = kube.get_object("Deployment", "prod", "triton")
-    assert deployment is not None and deployment["spec"]["replicas"] == 3
+    # Its own pod's covered scale is said once in its thread; its other pods' are not.
+    [covered] = slack.thread_of(roots[1])
+    assert "skipped" in covered.text and "`kubernetes.scale`" in covered.text
+    assert replicas() == 3
     await threads.close()

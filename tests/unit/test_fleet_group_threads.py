@@ -100,34 +100,25 @@ def test_a_playbook_that_changes_a_pod_is_decided_per_pod_by_its_own_guards() ->
     assert {d.guard for d in skips} == {"reload_cooldown"}
 
 
-def test_a_scale_of_a_known_owner_runs_once_for_the_group() -> None:
-    """Post and scale the owner: once per group of one Deployment, per pod if it is unknown.
+def test_a_scale_of_the_owner_runs_for_one_pod_of_the_group_at_a_time() -> None:
+    """Post and scale the owner: the group's pods run it one at a time, none side by side.
 
-    Without the owner, pods of two workloads may share a group, so each pod runs it, one
-    after the first: the executor then skips a scale another incident already made as
-    covered, which it can only see once that run has made it.
+    Each pod runs it (pods of two workloads may share a group), and the executor skips a
+    scale another incident already made as covered, which it can see only once made.
     """
-    known = decide_step(group_of(PODS, workload="Deployment/ranker"), [], ctx([book(SCALE)]))
-    assert [d.incident.subject.pod for d in known if isinstance(d, RunPlaybook)] == ["ranker-0"]
-    skips = [d for d in known if isinstance(d, SkipPlaybook)]
-    assert {d.guard for d in skips} == {"grouped"} and len(skips) == 4
-    assert "of Deployment/ranker" in skips[0].reason
-    events = group_of(PODS)
-    unknown = decide_step(events, [], ctx([book(SCALE)]))
-    # The first pod runs; the others wait for its raise, recording nothing yet.
-    assert [d.incident.subject.pod for d in unknown if isinstance(d, RunPlaybook)] == PODS[:1]
-    assert not [d for d in unknown if isinstance(d, SkipPlaybook)]
+    events = group_of(PODS, workload="Deployment/ranker")
+    first = decide_step(events, [], ctx([book(SCALE)]))
+    assert [d.incident.subject.pod for d in first if isinstance(d, RunPlaybook)] == PODS[:1]
+    assert not [d for d in first if isinstance(d, SkipPlaybook)]
     done = frozenset({(events[0].incident_id, "scale")})
-    running = replace(
-        ctx([book(SCALE)]), ledger=Ledger(done=done, busy=frozenset({"prod/ranker-0/ranker"}))
-    )
+    busy = frozenset({"prod/ranker-0/ranker"})
+    running = replace(ctx([book(SCALE)]), ledger=Ledger(done=done, busy=busy))
     assert not [d for d in decide_step([], events, running) if isinstance(d, RunPlaybook)]
-    # Once its run is over (its raise on file) the others run, and the executor finds it.
     over = replace(ctx([book(SCALE)]), ledger=Ledger(done=done))
-    ran = [
-        d.incident.subject.pod for d in decide_step([], events, over) if isinstance(d, RunPlaybook)
-    ]
-    assert ran == PODS[1:]
+    then = decide_step([], events, over)
+    # One pod at a time: the next one now, the rest after it.
+    assert [d.incident.subject.pod for d in then if isinstance(d, RunPlaybook)] == PODS[1:2]
+    assert not [d for d in then if isinstance(d, SkipPlaybook)]
 
 
 def test_another_models_group_on_the_same_pods_is_told_separately() -> None:
@@ -209,3 +200,27 @@ def test_a_one_pod_incident_renders_as_before() -> None:
     assert view is not None
     assert root.message is not None and "on ranker-0" in root.message.text
     assert "pods" not in {b.get("block_id") for b in root_message(view).blocks}
+
+
+def test_a_restore_filed_after_the_group_resolved_goes_into_its_thread() -> None:
+    """A member's restore after the last pod resolved: the group's thread, adopted again."""
+    planner = ThreadPlanner(ThreadSettings(channel="#c"))
+    groups = FleetGroups()
+    events = groups.observe(
+        [
+            incident("batching_delay", "ranker", pod=p, at=5000.0, incident_id=f"inc-{p}")
+            for p in PODS[:2]
+        ]
+    )
+    planner.on_events(events)
+    [root] = planner.on_record(rec(events[0], "slack.post"))
+    planner.on_events(groups.observe([resolved(e) for e in events]))
+    assert planner.threads() == []
+    restore = rec(events[1], "kubernetes.hpa_min")
+    assert planner.host_of(events[1].incident_id) == events[0].incident_id
+    assert planner.on_record(restore) == []  # not posted into a thread it no longer has
+    # The daemon adopts the host's thread from the outbox, as after any resolution.
+    planner.adopt(events[0], channel="#c", seq=9, root=root.message)
+    [reply, update] = planner.on_record(restore)
+    assert reply.thread == root.thread and reply.kind == "reply"
+    assert update.kind == "update_root"

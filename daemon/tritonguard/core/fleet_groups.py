@@ -36,11 +36,8 @@ GROUP_GUARDS = frozenset({"grouped", "covered", "reload_cooldown"})
 
 
 # Steps that change the pod's owner: its replica count, directly, as its HPA's floor or as
-# its KEDA ScaledObject's.
+# its KEDA ScaledObject's. A group's pods run them one pod first (playbook_decisions).
 OWNER_ACTIONS = frozenset({"kubernetes.scale", "kubernetes.hpa_min", "kubernetes.scaledobject_min"})
-# Steps that act on what a group's pods share, so a group of one workload runs them once:
-# the notification, the owner's replicas and the check that follows.
-GROUP_ACTIONS = OWNER_ACTIONS | {"slack.post", "verify"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.fleet_groups import GROUP_ACTIONS, OWNER_ACTIONS
+from tritonguard.core.fleet_groups import OWNER_ACTIONS
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
 from tritonguard.core.playbook_model import Playbook, Step
 
@@ -338,13 +338,13 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             continue
         if ctx.now - event.opened_at < book.when.held_for:
             continue
-        told = _told_for_group(event, book, work, notify_only=ctx.notify_only(book))
+        told = _told_for_group(event, book, work) if ctx.notify_only(book) else None
         if told is not None:
-            # The group's playbook ran for another of its pods and acts on what they share.
+            # The group's notification ran for another of its pods and tells of this one.
             skip = (event.incident_id, book.name, "grouped")
             if skip not in work.skipped:
                 work.skipped.add(skip)
-                dry = step_dry_run(ctx.settings, book.guards, notify=ctx.notify_only(book))
+                dry = step_dry_run(ctx.settings, book.guards, notify=True)
                 out.append(SkipPlaybook(event, book.name, dry, "grouped", told))
             continue
         if _waits_for_group(event, book, ctx, work):
@@ -385,24 +385,16 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
     return out
 
 
-def _told_for_group(
-    event: IncidentEvent, book: Playbook, work: _Working, *, notify_only: bool
-) -> str | None:
-    """Return why ``book`` is not run for this pod: another of its group's pods ran it.
+def _told_for_group(event: IncidentEvent, book: Playbook, work: _Working) -> str | None:
+    """Return why a notification playbook is not run for this pod, if another pod ran it.
 
-    A playbook of notifications only runs once per fleet group (its thread tells of every
-    pod). One that also scales the owner (and verifies) runs once per group when the group is
-    one workload's, as discovery named it; with the owner unknown, pods of two workloads
-    may share the group, so it runs per pod and a scale another incident already made is
-    skipped as covered. A step on the pod's own Triton always runs per pod.
+    A playbook of notifications only runs once per fleet group: its thread tells of every
+    pod. One that changes anything runs per pod, behind its guards: a scale of the owner
+    another pod's run already made is skipped as covered and holds its restore until the
+    last pod relying on it resolves (:func:`_waits_for_group` orders the runs for that).
     """
     group = event.group
     if group is None:
-        return None
-    shared = notify_only or (
-        bool(group.key.workload) and all(s.action in GROUP_ACTIONS for s in book.all_steps())
-    )
-    if not shared:
         return None
     told = next(
         (i for i in group.incidents if i != event.incident_id and (i, book.name) in work.done),
@@ -410,42 +402,36 @@ def _told_for_group(
     )
     if told is None:
         return None
-    if notify_only:
-        return (
-            f"incident {told} tells this pod's fleet group ({event.cause} on "
-            f"{event.subject.model}); its thread lists this pod"
-        )
     return (
-        f"incident {told} ran it for this pod's fleet group ({event.cause} on "
-        f"{event.subject.model} of {group.key.workload}): it acts on the workload once"
+        f"incident {told} tells this pod's fleet group ({event.cause} on "
+        f"{event.subject.model}); its thread lists this pod"
     )
 
 
 def _waits_for_group(
     event: IncidentEvent, book: Playbook, ctx: StepContext, work: _Working
 ) -> bool:
-    """Whether the pod waits for another pod of its group to finish ``book``'s change first.
+    """Whether the pod waits while another pod of its group runs ``book``'s change of owner.
 
-    With the owner unknown each pod runs the playbook, and a scale another incident already
-    made is skipped as covered; but that is only on file once the first run has made it.
-    Until one pod's run is over the group's other pods wait (nothing is recorded; the next
-    evaluation considers them again), so two runs never raise one Deployment side by side.
-    Then they all go on at once, and each finds the raise.
+    Each pod runs a playbook that scales its owner (pods of two workloads may share a group
+    when discovery does not name the owner), and the executor skips a scale another open
+    incident already made as covered; but it sees that scale only once it is made. So the
+    group's pods run such a playbook one at a time: a pod waits (nothing is recorded; the
+    next evaluation considers it again) while another's run was decided in this step or is
+    still in flight. Once covered, a run changes nothing and takes an evaluation.
     """
     g = event.group
     if g is None or not any(s.action in OWNER_ACTIONS for s in book.all_steps()):
         return False
-    others = [
-        (other, Subject(g.key.namespace, g.key.model, pod).key())
+    return any(
+        (other, book.name) in work.done
+        and (
+            (other, book.name) not in ctx.ledger.done
+            or Subject(g.key.namespace, g.key.model, pod).key() in ctx.ledger.busy
+        )
         for other, pod in zip(g.incidents, g.pods, strict=True)
-        if other != event.incident_id and (other, book.name) in work.done
-    ]
-    # A run from an earlier step whose subject has no work in flight is over.
-    over = any(
-        (other, book.name) in ctx.ledger.done and key not in ctx.ledger.busy
-        for other, key in others
+        if other != event.incident_id
     )
-    return bool(others) and not over
 
 
 # ---- approvals (pure parts) ------------------------------------------------------------------

@@ -147,6 +147,10 @@ class _Thread:
 # the playbook budget and a verification's wait, far fewer than this at once.
 MAX_ENDED = 256
 
+# Resolved groups' pods remembered for a restore filed after the resolution: far more than
+# the pods of the groups whose last runs end at once.
+MAX_TOLD = 4096
+
 ChartMaker = Callable[[IncidentEvent, list[ActionRecord], str], dict[str, str] | None]
 
 
@@ -172,6 +176,9 @@ class ThreadPlanner:
         self._groups: dict[str, FleetGroup] = {}
         self._host: dict[str, str] = {}
         self._group_of: dict[str, str] = {}
+        # Pods' incidents of groups that resolved, and the incident whose thread told them:
+        # a restore filed under one (the last pod's) still goes into that thread.
+        self._told_by: OrderedDict[str, str] = OrderedDict()
 
     def threads(self) -> list[str]:
         """Incident ids with a thread open (started or not yet)."""
@@ -332,10 +339,17 @@ class ThreadPlanner:
         return [*out, self._update(th)]
 
     # ---- fleet groups ---------------------------------------------------------------------------
+    def host_of(self, incident_id: str) -> str | None:
+        """Return the incident whose thread tells this one's fleet group, if another's."""
+        host_id = self._host.get(self._group_of.get(incident_id, "")) or self._told_by.get(
+            incident_id
+        )
+        return host_id if host_id is not None and host_id != incident_id else None
+
     def _hosting(self, incident_id: str) -> _Thread | None:
         """Return the started thread of another incident that tells this one's group."""
-        host_id = self._host.get(self._group_of.get(incident_id, ""), incident_id)
-        host = self._threads.get(host_id) if host_id != incident_id else None
+        host_id = self.host_of(incident_id)
+        host = self._threads.get(host_id) if host_id is not None else None
         return host if host is not None and host.started else None
 
     def _group_event(self, host: _Thread, event: IncidentEvent, g: FleetGroup) -> list[Outgoing]:
@@ -378,9 +392,13 @@ class ThreadPlanner:
         if g is None or _goes_on(event, g):
             return
         self._groups.pop(g.id, None)
-        self._host.pop(g.id, None)
+        host_id = self._host.pop(g.id, None)
         for incident_id in [i for i, gid in self._group_of.items() if gid == g.id]:
             del self._group_of[incident_id]
+            if host_id is not None and incident_id != host_id:
+                self._told_by[incident_id] = host_id
+        while len(self._told_by) > MAX_TOLD:
+            self._told_by.popitem(last=False)
 
     # ---- the calls ------------------------------------------------------------------------------
     def _start(self, th: _Thread, rec: ActionRecord, text: str) -> list[Outgoing]:

@@ -101,7 +101,12 @@ class SlackThreads:
         """Take audit records as the playbook stage writes them."""
         for rec in records:
             incident = self.incident(rec.incident_id)
-            self._adopt(rec.incident_id, incident)
+            # A pod of a fleet group goes into the thread that tells the group.
+            host = self.planner.host_of(rec.incident_id)
+            if host is None:
+                self._adopt(rec.incident_id, incident)
+            else:
+                self._adopt(host, self.incident(host))
             self._queue(self.planner.on_record(rec, incident))
 
     def observe_approval(
