@@ -19,6 +19,7 @@ from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.action_records import ActionRecord
+from tritonguard.core.config_map_changes import ConfigMapChange
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group
@@ -118,6 +119,10 @@ class PlaybookHooks(Protocol):
         """Return the leader-election state, or None when replicas do not elect a leader."""
         ...
 
+    def explain_withheld(self, why: Callable[[Subject], str | None]) -> None:
+        """Let a step without a Triton endpoint say why discovery withholds it."""
+        ...
+
     def background(self) -> Mapping[str, Callable[[], Awaitable[None]]]:
         """Return long-running tasks to supervise until the very end (leader election)."""
         ...
@@ -203,6 +208,10 @@ class DaemonApp:
         self._discovery_problem: str | None = None
         self._discovered_token: SecretStr | None = None
         self.discovery = self._discovery(kube)
+        if playbooks is not None and self.discovery is not None:
+            discovery = self.discovery
+            playbooks.explain_withheld(lambda subject: discovery.stale(subject.namespace))
+        self._observe_leadership()
         # Baselines are kept in the state volume beside the audit trail, which only a daemon
         # with playbooks has; without one, a restart learns them again.
         self.baselines = (
@@ -240,6 +249,7 @@ class DaemonApp:
             d,
             on_change=self._use_discovered,
             on_rollout=self._note_rollout,
+            on_config_map=self._note_config_map,
             metrics=self.metrics,
             wall_clock=self.clock,
             stale_after_s=d.stale_after_s,
@@ -267,6 +277,10 @@ class DaemonApp:
             return None
         self._filters[source] = SeriesFilter(self.shard)
         return self._filters[source]
+
+    def _note_config_map(self, namespace: str, pod: str, change: ConfigMapChange) -> None:
+        """Take a change of a ConfigMap a discovered pod mounts: its incidents name it."""
+        self.engine.note_config_map(namespace, pod, change)
 
     def _note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> None:
         """Take the workload revision a discovered pod runs: its incidents name the rollout."""
@@ -498,14 +512,22 @@ class DaemonApp:
             events = self.evaluate()
             if events:
                 self._want_configs()
-            if self._playbooks is not None:
-                leadership = self._playbooks.leadership()
-                self.metrics.leader.set(1 if leadership is None or leadership["leader"] else 0)
+            self._observe_leadership()
             await self.dispatch(events, self.engine.last_evaluated or self.clock())
             await self._sleep(gap - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, interval - (time.monotonic() - started))):
                     await self._scraped.wait()
+
+    def _observe_leadership(self) -> None:
+        # Without a playbook stage nothing here acts, posts or writes Events: no replica of
+        # such an installation needs to lead, and it never campaigns.
+        if self._playbooks is None:
+            self.metrics.observe_leadership(needed=False, leading=False)
+            return
+        leadership = self._playbooks.leadership()
+        leading = leadership is None or bool(leadership["leader"])
+        self.metrics.observe_leadership(needed=True, leading=leading)
 
     async def _playbooks_loop(self) -> None:
         # Runs until shutdown, then drains inside this task's grace: in-flight actions finish.
