@@ -74,7 +74,9 @@ class Engine:
         # Pod incidents of one cause on one model (and workload) told as one story.
         self.groups = FleetGroups(workload_of=self.workload_of, pods_of=self._pods_of)
         self._workloads: dict[tuple[str, str], str] = {}
-        self._model_pods: Counter[tuple[str, str]] = Counter()
+        # Pods reporting each (namespace, model), counted when a fleet group first asks.
+        self._model_pods: Counter[tuple[str, str]] | None = None
+        self._pod_keys: list[SubjectKey] = []
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
         self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
         self._known: set[SubjectKey] = set()
@@ -132,6 +134,8 @@ class Engine:
         return self._workloads.get((namespace, pod), "")
 
     def _pods_of(self, namespace: str, model: str) -> int:
+        if self._model_pods is None:
+            self._model_pods = Counter((ns, m) for ns, pod, m in self._pod_keys if pod)
         return self._model_pods[(namespace, model)]
 
     def note_config_map(self, namespace: str, pod: str, change: ConfigMapChange) -> bool:
@@ -287,7 +291,7 @@ class Engine:
         self.store.expire(now)
         reader = FeatureReader(self.store, self.t, now)
         keys = reader.subjects()
-        self._model_pods = Counter((ns, model) for ns, pod, model in keys if pod)
+        self._pod_keys, self._model_pods = keys, None
         for key in keys:
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
