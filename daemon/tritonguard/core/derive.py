@@ -110,20 +110,32 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
         ),
     )
-    if symptom.sustained and base is not None:
-        # Only while a cause is read: one more window's features per slow subject.
+    in_birth = birth is not None and now - birth.born_at <= early_span(f)
+    fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
+    if (symptom.sustained or fast is not None) and base is not None:
+        # Only while a cause is read (on the full window or the fast path), so it costs one
+        # more window's features per slow subject. The shift that matters to the causes
+        # that read it is compute inflating: its first scrape at the signatures' own bar,
+        # not the latency gate's noise bar (a busy node moves latency a little for reasons
+        # of its own).
+        healthy = base.get("compute_per_inference_us")
         began = shift_start(
-            per_scrape,
-            base.abnormal_above("scrape_latency_us", t.noise_k, t.shift_floor),
+            _compute_per_inference(reader, key, now - t.period_lookback_s, now),
+            None if healthy is None else healthy * t.compute_inflation,
             t.fast_scrapes,
         )
         if began is not None:
-            ctx.before = _before(reader, key, began - f.interval_s, f.window_s, t)
-            ctx.queue_since_shift = [v for at, v in per_scrape_queue if at >= began]
+            ctx.before = before = _before(reader, key, began - f.interval_s, f.window_s, t)
+            # The first scrape of the shift straddles its onset: the shift's own queue is in
+            # the scrapes after it, once there are any.
+            since = [v for at, v in per_scrape_queue if at >= began]
+            ctx.queue_since_shift = since[1:] or since
+            if fast is not None:
+                fast.before, fast.queue_since_shift = before, ctx.queue_since_shift
         if key[1]:
             ctx.peers = _peers(reader, key, now, history)
-    in_birth = birth is not None and now - birth.born_at <= early_span(f)
-    fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
+            if fast is not None:
+                fast.peers = ctx.peers
     recovered = not symptom.up and not is_shedding(f, t)
     return Derived(ctx, fast, in_birth, recovered=recovered, shifting=is_shifting(f, base, t))
 
@@ -173,6 +185,36 @@ def since_shift(points: list[float], limit: float | None) -> list[float]:
         if v > limit:
             return points[k:]
     return points
+
+
+COMPUTE_COUNTERS = (
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+)
+
+
+def _compute_per_inference(
+    reader: FeatureReader, key: SubjectKey, start: float, end: float
+) -> list[tuple[float, float]]:
+    """Return each scrape's own compute per inference (µs), as the features define it.
+
+    Triton charges every request of a batch with the whole batch's compute: compute per
+    request is compute per execution, divided by the scrape's inferences per execution.
+    """
+    compute = [s for name in COMPUTE_COUNTERS for s in reader.series(name, key)]
+    per_exec = per_scrape_ratio(
+        compute, reader.series("nv_inference_request_success", key), start, end
+    )
+    batch = dict(
+        per_scrape_ratio(
+            reader.series("nv_inference_count", key),
+            reader.series("nv_inference_exec_count", key),
+            start,
+            end,
+        )
+    )
+    return [(at, v / b) for at, v in per_exec if (b := batch.get(at))]
 
 
 def _peers(
