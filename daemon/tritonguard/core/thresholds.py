@@ -113,7 +113,8 @@ class Thresholds(BaseModel):
         ge=2,
         description=(
             "The short window is this many of the newest scrapes: at a 2 s scrape, 8 s of "
-            "data, against the full window's 30 s."
+            "data, against the full window's 30 s. As many normal scrapes in a row end a "
+            "shift: reloads and bursts leave one or two between slow ones."
         ),
     )
     fast_abnormal: int = Field(
@@ -192,7 +193,8 @@ class Thresholds(BaseModel):
             "Compute per inference vs baseline that is inflation: per inference (not per "
             "execution) so batch sizes cancel, and at steady load its window-to-window noise "
             "stays under 15 %; contention, a saturated accelerator or cold executions add far "
-            "more."
+            "more. A shift begins at its first scrape this far above the baseline, and the "
+            "window before it tells a node that got busy with the shift from one already full."
         ),
     )
     load_steady_tolerance: float = Field(
