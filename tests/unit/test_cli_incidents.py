@@ -86,3 +86,62 @@ def test_a_file_that_is_not_a_database_is_bad_input(
     bogus.write_text("not sqlite\n" * 100)
     assert main(["incidents", "--audit-db", str(bogus)]) == 2
     assert str(bogus) in capsys.readouterr().err
+
+
+def _fleet(path: Path) -> None:
+    """Three pods' batching_delay on ranker at once, one later on its own, another cause."""
+    store = AuditStore(path)
+    t = 1_800_000_000.0
+    rows = [
+        ("inc-a", "batching_delay", "ranker-0", t, t + 300),
+        ("inc-b", "batching_delay", "ranker-1", t + 10, t + 200),
+        ("inc-c", "batching_delay", "ranker-2", t + 250, t + 400),
+        ("inc-d", "batching_delay", "ranker-0", t + 5000, t + 5100),
+        ("inc-e", "retry_storm", "ranker-1", t + 20, None),
+    ]
+    for incident_id, cause, pod, opened, resolved in rows:
+        store.record_incident(
+            incident_id=incident_id,
+            cause=cause,
+            namespace="prod",
+            model="ranker",
+            pod=pod,
+            opened_at=opened,
+        )
+        if resolved is not None:
+            store.resolve_incident(incident_id, resolved)
+    store.close()
+
+
+def test_pods_open_at_once_with_one_cause_are_one_row_of_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The three overlapping pods are one row listing them.
+
+    The pod that opened again long after and the other cause are rows of their own.
+    """
+    db = tmp_path / "audit.sqlite3"
+    _fleet(db)
+    assert main(["incidents", "--audit-db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "prod/ranker on 3 pods: ranker-0, ranker-1, ranker-2" in out
+    assert "inc-a (+2)" in out and "inc-b" not in out and "inc-c" not in out
+    assert "inc-d" in out and "inc-e" in out
+
+
+def test_json_keeps_a_line_per_incident_naming_its_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each id stays a line of its own (what --from-incident takes), with the group's lead."""
+    db = tmp_path / "audit.sqlite3"
+    _fleet(db)
+    assert main(["incidents", "--audit-db", str(db), "--format", "json"]) == 0
+    rows = {r["incident_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert sorted(rows) == ["inc-a", "inc-b", "inc-c", "inc-d", "inc-e"]
+    for grouped in ("inc-a", "inc-b", "inc-c"):
+        assert rows[grouped]["group"] == {
+            "lead": "inc-a",
+            "pods": ["ranker-0", "ranker-1", "ranker-2"],
+            "count": 3,
+        }
+    assert "group" not in rows["inc-d"] and "group" not in rows["inc-e"]

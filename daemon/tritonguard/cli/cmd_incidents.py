@@ -1,4 +1,9 @@
-"""`tritonguard incidents`: list past incidents from the audit trail, with their ids."""
+"""`tritonguard incidents`: list past incidents from the audit trail, with their ids.
+
+The pods' incidents of one fleet group (one cause on one model, open at the same time) are
+one row of the table, listing the pods; the JSON keeps a line per incident (each id is what
+``tritonguard test --from-incident`` takes) and names its group's first incident and pods.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tritonguard.core.fleet_groups import MAX_JSON_PODS, MAX_LISTED, past_groups
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.settings import AUDIT_DB_ENV, DEFAULT_AUDIT_DB_PATH
 
@@ -58,24 +64,55 @@ def run(args: argparse.Namespace) -> int:
         rows = [r for r in store.incidents(limit=max(1, args.limit)) if _wanted(r, args.state)]
     finally:
         store.close()
+    groups = past_groups(rows)
     if args.format == "json":
+        of = {id(r): g for g in groups for r in g}
         for row in rows:
-            sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
+            g = of[id(row)]
+            out = dict(row)
+            if len(g) > 1:
+                pods = _pods(g)
+                out["group"] = {
+                    "lead": _by_opening(g)[0]["incident_id"],
+                    "pods": pods[:MAX_JSON_PODS],
+                    "count": len(pods),
+                }
+            sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
         return EXIT_OK
     table = Table(title=f"incidents in {path}")
     for column in ("id", "cause", "subject", "opened", "resolved", "resolution"):
         table.add_column(column)
-    for r in rows:
+    for g in groups:
+        first = _by_opening(g)[0]
+        ends = [r["resolved_at"] for r in g]
+        if len(g) == 1:
+            subject = "/".join(x for x in (first["namespace"], first["pod"], first["model"]) if x)
+            ident = first["incident_id"]
+        else:
+            pods = _pods(g)
+            shown = ", ".join(pods[:MAX_LISTED])
+            more = f" and {len(pods) - MAX_LISTED} more" if len(pods) > MAX_LISTED else ""
+            subject = f"{first['namespace']}/{first['model']} on {len(pods)} pods: {shown}{more}"
+            ident = f"{first['incident_id']} (+{len(g) - 1})"
         table.add_row(
-            r["incident_id"],
-            r["cause"],
-            "/".join(x for x in (r["namespace"], r["pod"], r["model"]) if x),
-            _when(r["opened_at"]),
-            _when(r["resolved_at"]) if r["resolved_at"] is not None else "open",
-            r["resolution"],
+            ident,
+            first["cause"],
+            subject,
+            _when(first["opened_at"]),
+            _when(max(ends)) if all(e is not None for e in ends) else "open",
+            ", ".join(sorted({str(r["resolution"]) for r in g} - {""})),
         )
     Console(width=160).print(table)
     return EXIT_OK
+
+
+def _by_opening(rows: list[Any]) -> list[Any]:
+    return sorted(rows, key=lambda r: float(r["opened_at"]))
+
+
+def _pods(rows: list[Any]) -> list[str]:
+    """Return a group's pods in the order they first opened (a pod may open twice)."""
+    return list(dict.fromkeys(str(r["pod"]) for r in _by_opening(rows)))
 
 
 def _wanted(row: dict[str, Any], state: str) -> bool:

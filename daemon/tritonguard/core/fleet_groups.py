@@ -16,7 +16,7 @@ pods, from PromQL) is its own story and joins no group.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -271,3 +271,34 @@ def one_per_group(events: Sequence[IncidentEvent]) -> list[IncidentEvent]:
         elif event.incident_id == g.lead:
             out[at] = event
     return out
+
+
+def past_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Gather audit-trail incident rows into the fleet groups they were, in the rows' order.
+
+    The trail keeps no group: rows of one namespace, model and cause whose pods' incidents
+    were open at the same time (each opening before the group's last one resolved) are one
+    group, first-opened first; a row without a pod is a group of its own. Each group is
+    listed where its newest row would be.
+    """
+    by_time = sorted(range(len(rows)), key=lambda i: float(rows[i]["opened_at"]))
+    groups: list[list[int]] = []
+    current: dict[tuple[str, str, str], tuple[list[int], float]] = {}
+    for i in by_time:
+        row = rows[i]
+        end = row.get("resolved_at")
+        until = float("inf") if end is None else float(end)
+        if not row.get("pod"):
+            groups.append([i])
+            continue
+        key = (str(row["namespace"]), str(row["model"]), str(row["cause"]))
+        held = current.get(key)
+        if held is not None and float(row["opened_at"]) <= held[1]:
+            held[0].append(i)
+            current[key] = (held[0], max(held[1], until))
+        else:
+            members = [i]
+            groups.append(members)
+            current[key] = (members, until)
+    groups.sort(key=min)
+    return [[rows[i] for i in g] for g in groups]
