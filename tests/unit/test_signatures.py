@@ -447,7 +447,8 @@ def test_cpu_bottleneck_evidence_gives_the_culprits_share_of_the_added_work() ->
     share = first.evidence["pod_work_share"]
     # resnet added 10/s x its healthy 20 ms; bert, at a steady 20/s, added none (it only slowed).
     assert share.value == 1.0
-    assert "bert" in share.what
+    assert "bert: 1.0x load" in share.what
+    assert "resnet added 100% of the work" in first.summary
 
 
 def test_a_shared_gpu_saturated_by_one_models_load_is_not_the_others_instances() -> None:

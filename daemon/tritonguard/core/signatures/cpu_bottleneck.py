@@ -56,7 +56,10 @@ def check(ctx: Context) -> Finding | None:
             share,
             "ratio",
             "share of the work the pod's models added, in healthy compute seconds ("
-            + ", ".join(f"{p.model}: {p.load or 0:.1f}x load" for p in ctx.peers)
+            + ", ".join(
+                f"{p.model}: " + ("load unknown" if p.load is None else f"{p.load:.1f}x load")
+                for p in ctx.peers
+            )
             + ")",
         )
     if f.container_cpu_saturation is not None:
@@ -95,6 +98,11 @@ def check(ctx: Context) -> Finding | None:
         )
         + (f" while the accelerator is {f.gpu_util:.0%} busy" if f.gpu_util is not None else "")
         + "; pre/post-processing or the Python backend starves inference."
+        + (
+            f" {ctx.subject.model} added {share:.0%} of the work its pod's models added."
+            if share is not None
+            else ""
+        )
     )
     # What decided it, for the order evidence is shown in (Evidence.weight): the saturation
     # that held is the condition; the others corroborate.
