@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 from tests.playbook_harness import incident, resolved
@@ -18,7 +19,7 @@ from tritonguard.core.playbook_decisions import (
     decide_step,
 )
 from tritonguard.core.playbook_model import Playbook, load_playbooks_text
-from tritonguard.core.slack_message import root_message
+from tritonguard.core.slack_message import ApprovalView, root_message
 from tritonguard.core.slack_thread import ThreadPlanner, ThreadSettings
 
 NOTIFY = """
@@ -224,3 +225,17 @@ def test_a_restore_filed_after_the_group_resolved_goes_into_its_thread() -> None
     [reply, update] = planner.on_record(restore)
     assert reply.thread == root.thread and reply.kind == "reply"
     assert update.kind == "update_root"
+
+
+def test_another_pods_reading_is_quiet_and_its_approval_is_asked_in_the_thread() -> None:
+    """A member's new confidence changes nothing shown; its approval gets the thread's buttons."""
+    planner = ThreadPlanner(ThreadSettings(channel="#c"))
+    events = group_of(PODS[:2])
+    planner.on_events(events)
+    [root] = planner.on_record(rec(events[0], "slack.post"))
+    update = dataclasses.replace(events[1], event="updated", confidence=0.95)
+    assert planner.on_events([update]) == []
+    ask = ApprovalView("ap-1", "lower", "triton.update_config", "reload on ranker-1", ("U1",), 9e9)
+    [request, rooted] = planner.on_approval(events[1].incident_id, ask)
+    assert request.thread == root.thread and request.kind == "reply"
+    assert rooted.message is not None and "approval:ap-1" in str(rooted.message.blocks)

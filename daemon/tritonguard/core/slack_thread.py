@@ -317,8 +317,11 @@ class ThreadPlanner:
         return [self._reply(th, record_reply(rec)), self._update(th)]
 
     def on_approval(self, incident_id: str, approval: ApprovalView) -> list[Outgoing]:
-        """Take an approval asked for or decided; return the calls it causes."""
-        th = self._threads.get(incident_id)
+        """Take an approval asked for or decided; return the calls it causes.
+
+        Another pod's approval in a fleet group is asked for in the group's thread.
+        """
+        th = self._hosting(incident_id) or self._threads.get(incident_id)
         if th is None:
             return []
         known = approval.approval_id in th.approvals
@@ -365,6 +368,8 @@ class ThreadPlanner:
                 host.incident = event
                 host.severity = severity(event, self.settings.severity)
             return [self._update(host)]
+        if event.event == "updated":
+            return []  # another pod's reading changed; the root tells the host's and the pods
         if event.event != "resolved" or _goes_on(event, g):
             return [self._update(host)]
         host.resolution = event
