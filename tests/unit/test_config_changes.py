@@ -16,6 +16,7 @@ from tritonguard.actions.triton_revert_config import RevertConfigParams, revert_
 from tritonguard.cli.main import main
 from tritonguard.core.config_changes import ChangeTimeline, ConfigChange, config_diff
 from tritonguard.core.config_info import config_sample
+from tritonguard.core.config_map_changes import ConfigMapChange
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.core.replay import drive
@@ -265,6 +266,34 @@ async def test_revert_config_refuses_a_change_that_is_only_a_rollout() -> None:
     ctx = ActionContext(subject=incident.subject, event=incident, playbook="p", bounds={})
     with pytest.raises(ActionFailed, match="kubectl rollout undo"):
         await revert_config(ctx, RevertConfigParams())
+
+
+async def test_revert_config_refuses_a_change_that_is_only_a_mounted_config_map() -> None:
+    """A ConfigMap edit Triton has not served as a model config is not revert_config's to undo.
+
+    The refusal names the ConfigMap and the kubectl command that puts it back, not a rollout.
+    """
+    mounted = ConfigMapChange(
+        "prod", "models-config", 100.0, 110.0, "42", "41", ("config.pbtxt",), ()
+    )
+    incident = IncidentEvent(
+        event="opened",
+        incident_id="inc-2",
+        cause="batching_delay",
+        subject=Subject("prod", "ranker", "ranker-7f9-x"),
+        at=130.0,
+        confidence=0.9,
+        summary="queue",
+        evidence={},
+        fix=Fix("lower the delay"),
+        opened_at=130.0,
+        change=ConfigChange.of_config_map("ranker", mounted),
+    )
+    ctx = ActionContext(subject=incident.subject, event=incident, playbook="p", bounds={})
+    with pytest.raises(ActionFailed) as refused:
+        await revert_config(ctx, RevertConfigParams())
+    assert "kubectl -n prod edit configmap models-config" in str(refused.value)
+    assert "rollout undo" not in str(refused.value)
 
 
 def test_a_read_asked_before_the_last_one_is_not_taken_for_newer() -> None:

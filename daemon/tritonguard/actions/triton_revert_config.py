@@ -48,6 +48,14 @@ def _change(ctx: ActionContext) -> ConfigChange:
         )
     if change.model != ctx.subject.model:
         raise ActionFailed(f"the change was to {change.model}, not {ctx.subject.model}")
+    if not change.changes and change.config_map is not None and change.rollout is None:
+        mounted = change.config_map
+        raise ActionFailed(
+            f"nothing to revert on {ctx.subject.key()}: the change before this incident "
+            f"changed no model config Triton serves ({mounted.headline()} changed: "
+            f"`kubectl -n {mounted.namespace} edit configmap {mounted.name}` puts it back, "
+            "then the model's next load reads it)"
+        )
     if not change.changes:
         raise ActionFailed(
             f"nothing to revert on {ctx.subject.key()}: the change before this incident "
