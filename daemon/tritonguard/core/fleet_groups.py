@@ -36,7 +36,7 @@ GROUP_GUARDS = frozenset({"grouped", "covered", "reload_cooldown"})
 
 
 # Steps that change the pod's owner: its replica count, directly, as its HPA's floor or as
-# its KEDA ScaledObject's. A group's pods run them one pod first (playbook_decisions).
+# its KEDA ScaledObject's. A group's pods run them one pod at a time (playbook_decisions).
 OWNER_ACTIONS = frozenset({"kubernetes.scale", "kubernetes.hpa_min", "kubernetes.scaledobject_min"})
 
 
