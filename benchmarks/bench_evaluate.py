@@ -45,6 +45,10 @@ class TickCost:
     ticks: int
     # The process's peak RSS when the measurement ended (every fleet measured so far).
     peak_rss_mb: float = 0.0
+    # What the engine says it holds (series store and baselines, its own estimate), and how
+    # many series: the part of the RSS a daemon's memory budget bounds.
+    engine_mb: float = 0.0
+    series: int = 0
 
     def line(self) -> str:
         """One line for people."""
@@ -53,7 +57,8 @@ class TickCost:
             f"({self.evaluate_s / self.subjects * 1e6:.0f} us/subject), "
             f"{self.evaluate_s / self.baseline_s:.0f}x the newest-sample read "
             f"({self.baseline_s * 1e3:.1f} ms), median of {self.ticks} ticks, "
-            f"peak RSS {self.peak_rss_mb:.0f} MB"
+            f"peak RSS {self.peak_rss_mb:.0f} MB, engine holds {self.engine_mb:.0f} MB "
+            f"in {self.series} series"
         )
 
 
@@ -92,12 +97,15 @@ def measure(subjects: int, ticks: int, *, seed: int = 0, warmup: int = WARMUP_SC
         done = time.process_time()
         baseline.append(mid - began)
         evaluate.append(done - mid)
+    held = engine.memory()
     return TickCost(
         spec.pods * spec.models,
         statistics.median(evaluate),
         max(statistics.median(baseline), 1e-6),
         ticks,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        (held["series_bytes"] + held["baseline_bytes"]) / 2**20,
+        held["series"],
     )
 
 
