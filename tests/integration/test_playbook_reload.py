@@ -189,7 +189,8 @@ async def test_the_daemon_process_reports_a_broken_set_reloads_on_sighup_and_sur
         (books / "b.yaml").write_text(BROKEN)
         await _until(lambda: playbooks()["last_reload_ok"] is False)
         assert "slack.pots" in str(playbooks()["problems"])
-        assert "tritonguard_playbooks_reload_ok 0.0" in _get(f"{base}/metrics")[1]
+        # The gauge follows at the next evaluation (0.5 s here), not with /readyz's answer.
+        await _until(lambda: "tritonguard_playbooks_reload_ok 0.0" in _get(f"{base}/metrics")[1])
         assert playbooks()["count"] == 1
         (books / "b.yaml").write_text(NOTIFY.format(name="b"))
         daemon.send_signal(signal.SIGHUP)
