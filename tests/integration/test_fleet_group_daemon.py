@@ -69,8 +69,15 @@ async def test_three_pods_with_one_cause_post_one_thread_and_list_once(
         await wait_for(rooted, timeout_s=10.0)
         async with http.get(f"{base}/api/incidents") as resp:
             body = await resp.json()
+        async with http.get(f"{base}/api/incidents/history") as resp:
+            history = await resp.json()
         done = decisions(runner)
     [entry] = body["incidents"]
+    # The trail keeps each pod's incident (the ids tests take), each naming its group.
+    assert sorted(h["pod"] for h in history["incidents"]) == PODS
+    [lead] = {h["group"]["lead"] for h in history["incidents"]}
+    assert lead in {h["incident_id"] for h in history["incidents"]}
+    assert {h["group"]["count"] for h in history["incidents"]} == {3}
     assert (entry["cause"], entry["model"]) == ("batching_delay", "ranker")
     assert sorted(entry["group"]["pods"]) == PODS and entry["group"]["count"] == 3
     assert [a["action"] for a in entry["actions"]] == ["slack.post"]

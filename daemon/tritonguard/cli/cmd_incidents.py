@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tritonguard.core.fleet_groups import MAX_JSON_PODS, MAX_LISTED, past_groups
+from tritonguard.core.fleet_groups import MAX_LISTED, past_groups, past_pods, with_past_groups
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.settings import AUDIT_DB_ENV, DEFAULT_AUDIT_DB_PATH
 
@@ -64,21 +64,11 @@ def run(args: argparse.Namespace) -> int:
         rows = [r for r in store.incidents(limit=max(1, args.limit)) if _wanted(r, args.state)]
     finally:
         store.close()
-    groups = past_groups(rows)
     if args.format == "json":
-        of = {id(r): g for g in groups for r in g}
-        for row in rows:
-            g = of[id(row)]
-            out = dict(row)
-            if len(g) > 1:
-                pods = _pods(g)
-                out["group"] = {
-                    "lead": _by_opening(g)[0]["incident_id"],
-                    "pods": pods[:MAX_JSON_PODS],
-                    "count": len(pods),
-                }
-            sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+        for row in with_past_groups(rows):
+            sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
         return EXIT_OK
+    groups = past_groups(rows)
     table = Table(title=f"incidents in {path}")
     for column in ("id", "cause", "subject", "opened", "resolved", "resolution"):
         table.add_column(column)
@@ -89,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             subject = "/".join(x for x in (first["namespace"], first["pod"], first["model"]) if x)
             ident = first["incident_id"]
         else:
-            pods = _pods(g)
+            pods = past_pods(g)
             shown = ", ".join(pods[:MAX_LISTED])
             more = f" and {len(pods) - MAX_LISTED} more" if len(pods) > MAX_LISTED else ""
             subject = f"{first['namespace']}/{first['model']} on {len(pods)} pods: {shown}{more}"
@@ -107,12 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _by_opening(rows: list[Any]) -> list[Any]:
-    return sorted(rows, key=lambda r: float(r["opened_at"]))
-
-
-def _pods(rows: list[Any]) -> list[str]:
-    """Return a group's pods in the order they first opened (a pod may open twice)."""
-    return list(dict.fromkeys(str(r["pod"]) for r in _by_opening(rows)))
+    return sorted(rows, key=lambda r: (float(r["opened_at"]), str(r["pod"])))
 
 
 def _wanted(row: dict[str, Any], state: str) -> bool:

@@ -281,7 +281,7 @@ def past_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any
     group, first-opened first; a row without a pod is a group of its own. Each group is
     listed where its newest row would be.
     """
-    by_time = sorted(range(len(rows)), key=lambda i: float(rows[i]["opened_at"]))
+    by_time = sorted(range(len(rows)), key=lambda i: _opening(rows[i]))
     groups: list[list[int]] = []
     current: dict[tuple[str, str, str], tuple[list[int], float]] = {}
     for i in by_time:
@@ -302,3 +302,33 @@ def past_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any
             current[key] = (members, until)
     groups.sort(key=min)
     return [[rows[i] for i in g] for g in groups]
+
+
+def past_pods(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Return a past group's pods in the order they first opened (a pod may open twice)."""
+    ordered = sorted(rows, key=_opening)
+    return list(dict.fromkeys(str(r["pod"]) for r in ordered))
+
+
+def with_past_groups(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return the audit trail's incident rows, each of a past group naming it (``group``).
+
+    ``group`` holds the group's first incident (``lead``), its pods and their ``count``;
+    a row alone in its group is returned as it is.
+    """
+    named: dict[int, dict[str, Any]] = {}
+    for g in past_groups(rows):
+        if len(g) < 2:
+            continue
+        pods = past_pods(g)
+        lead = min(g, key=_opening)["incident_id"]
+        told = {"lead": lead, "pods": pods[:MAX_JSON_PODS], "count": len(pods)}
+        for r in g:
+            named[id(r)] = told
+    return [{**r, "group": dict(named[id(r)])} if id(r) in named else dict(r) for r in rows]
+
+
+def _opening(row: Mapping[str, Any]) -> tuple[float, str]:
+    # Pods that opened in one evaluation share a time: the pod's name breaks the tie, so a
+    # group's first incident is the same on every read.
+    return float(row["opened_at"]), str(row.get("pod", ""))

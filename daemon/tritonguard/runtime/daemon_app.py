@@ -22,7 +22,7 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.config_map_changes import ConfigMapChange
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
-from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group
+from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group, with_past_groups
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
 from tritonguard.core.rollout_changes import RolloutChange
@@ -760,8 +760,13 @@ class DaemonApp:
         return out
 
     def history_json(self) -> list[dict[str, Any]]:
-        """Return the latest incidents of the audit trail, resolved ones too, newest first."""
-        return [] if self._playbooks is None else self._playbooks.incident_history()
+        """Return the latest incidents of the audit trail, resolved ones too, newest first.
+
+        Each of a past fleet group names it (``group``: its first incident and pods).
+        """
+        return (
+            [] if self._playbooks is None else with_past_groups(self._playbooks.incident_history())
+        )
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def build(self) -> None:
