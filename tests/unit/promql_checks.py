@@ -17,7 +17,9 @@ from tritonguard.core.metric_names import (
     TRITON_GAUGES,
     is_consumed,
 )
+from tritonguard.core.shards import Shard
 from tritonguard.runtime.self_metrics import SelfMetrics
+from tritonguard.runtime.shard_metrics import ShardMetrics
 
 # Triton's optional latency summaries (--metrics-config summary_latencies=true).
 TRITON_SUMMARIES = frozenset(
@@ -69,6 +71,8 @@ def check_exprs(exprs: list[str], tmp_path: Path) -> str:
 def self_metric_names() -> frozenset[str]:
     """Every series name tritonguard's own /metrics can carry."""
     metrics = SelfMetrics(CollectorRegistry())
+    # The daemon registers its shard's gauges on the same registry, beside SelfMetrics.
+    ShardMetrics(metrics.registry, Shard())
     names: set[str] = set()
     for family in metrics.registry.collect():
         names.update(family.name + suffix for suffix in _SUFFIXES[family.type])
