@@ -14,6 +14,7 @@ from tritonguard.core.cluster_events import (
 )
 from tritonguard.core.config_changes import ChangeTimeline
 from tritonguard.core.findings import Subject
+from tritonguard.core.fleet_groups import FleetGroup, GroupKey
 from tritonguard.core.pod_targets import OwnerRef, workload_of
 
 
@@ -137,3 +138,32 @@ def test_an_opened_incident_event_names_the_change_it_followed() -> None:
     note = note_for_incident(opened)
     assert note is not None
     assert " After: instance_group[0].count: 1 → 4. Fix: " in note.note
+
+
+def test_a_pod_of_a_fleet_group_says_so_and_its_group_skips_write_nothing() -> None:
+    """A grouped pod's Event names its fleet group; steps skipped for the group stay silent.
+
+    Each pod's ``kubectl describe`` tells its own incident, saying it is one of several; a
+    notification, scale or reload the group already made is told once, by the pod that made
+    it, not as a skip on every other pod.
+    """
+    group = FleetGroup(
+        id="grp-1",
+        key=GroupKey("team", "resnet", "cpu_bottleneck", "Deployment/triton"),
+        lead="inc-1",
+        opened_at=100.0,
+        pods=("triton-0", "triton-1", "triton-2"),
+        incidents=("inc-1", "inc-2", "inc-3"),
+        of=4,
+        affected=3,
+    )
+    opened = replace(incident(pod="triton-1", incident_id="inc-2"), group=group)
+    note = note_for_incident(opened)
+    assert note is not None
+    assert "cpu_bottleneck on model resnet (fleet group grp-1: 3 of 4 pods)" in note.note
+    alone = replace(group, pods=("triton-1",), incidents=("inc-2",), affected=1)
+    single = note_for_incident(replace(opened, group=alone))
+    assert single is not None and "fleet group" not in single.note
+    for guard in ("grouped", "covered", "reload_cooldown"):
+        assert note_for_record(replace(_record("skipped"), guard=guard)) is None
+    assert note_for_record(replace(_record("skipped"), guard="cooldown")) is not None

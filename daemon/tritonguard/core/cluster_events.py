@@ -15,6 +15,7 @@ from typing import Literal
 
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.fleet_groups import GROUP_GUARDS
 
 EventType = Literal["Normal", "Warning"]
 
@@ -71,6 +72,9 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
     if not subject.pod or subject.pod == "*" or event.event == "updated":
         return None
     where = f"{event.cause} on model {subject.model}"
+    if event.group is not None and event.group.affected > 1:
+        # Each pod's Event tells its own story; the group says it is not alone.
+        where += f" (fleet group {event.group.id}: {event.group.scope()})"
     if event.event == "opened":
         fix = f" Fix: {event.fix.text}" if event.fix.text else ""
         # Named before the fix: a 1 KB note is clipped at its end, and what changed is what
@@ -143,6 +147,8 @@ def note_for_record(record: ActionRecord) -> EventNote | None:
         return None
     if record.status == "skipped" and record.guard == "leader":
         return None  # another replica acts, and tells Kubernetes itself
+    if record.status == "skipped" and record.guard in GROUP_GUARDS:
+        return None  # the group's pod that acted tells it; every other pod would repeat it
     reason, kind = reason_type
     action = "Playbook" if record.action == "*" else record.action
     what = "the playbook" if record.action == "*" else record.action
