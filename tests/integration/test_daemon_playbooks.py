@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.fixtures_prometheus import MetricsServer
@@ -96,14 +97,9 @@ def daemon(s: Settings) -> tuple[DaemonApp, PlaybookService]:
     return app, service
 
 
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    """Poll ``predicate`` until it holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
+async def wait_for(predicate: Callable[[], object], timeout_s: float = 15.0) -> float:
+    """Poll ``predicate`` until it holds: 15 s unless told, for a daemon with its scrapes to run."""
+    return await waiting.wait_for(predicate, timeout_s)
 
 
 @asynccontextmanager

@@ -7,7 +7,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests import waiting
 from tests.fixtures_prometheus import MetricsServer, closed_port_url
 from tritonguard.runtime.alertmanager_webhook import Alert
 from tritonguard.runtime.daemon_app import DaemonApp
@@ -38,15 +39,6 @@ def _settings(*targets: TargetSettings, **extra: Any) -> Settings:
     return Settings(**values)
 
 
-async def _wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
-
-
 @asynccontextmanager
 async def _running(app: DaemonApp, *, install_signals: bool = False) -> AsyncIterator[str]:
     """Run the app in a task; yield its base URL; stop it and require a clean exit."""
@@ -55,7 +47,7 @@ async def _running(app: DaemonApp, *, install_signals: bool = False) -> AsyncIte
     async def listening() -> bool:
         return app.http is not None and app.http.port != 0
 
-    await _wait_for(listening)
+    await waiting.wait_for(listening, 5.0)
     assert app.http is not None
     try:
         yield f"http://127.0.0.1:{app.http.port}"
@@ -79,9 +71,9 @@ async def test_health_ready_metrics_and_incidents_endpoints() -> None:
                 async with http.get(f"{base}/readyz") as resp:
                     return resp.status == 200
 
-            await _wait_for(ready)
+            await waiting.wait_for(ready, 5.0)
             # The source keeps polling on its interval.
-            await _wait_for(lambda: _coro(server.hits >= 3))
+            await waiting.wait_for(lambda: server.hits >= 3, 5.0)
             async with http.get(f"{base}/metrics") as resp:
                 metrics = await resp.text()
             async with http.get(f"{base}/api/incidents") as resp:
@@ -139,9 +131,9 @@ async def test_crashing_task_is_restarted_and_counted() -> None:
         async def recovered() -> bool:
             return len(runs) >= 4
 
-        await _wait_for(recovered)
+        await waiting.wait_for(recovered, 5.0)
         assert app.http is not None
-        await _wait_for(_port_open(app.http.port))
+        await waiting.wait_for(_port_open(app.http.port), 5.0)
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{app.http.port}/metrics") as resp:
                 metrics = await resp.text()
@@ -166,10 +158,10 @@ async def test_sigterm_stops_everything_within_the_deadline() -> None:
     app = DaemonApp(_settings(TargetSettings(name="t0", metrics_url=server.url)))
     task = asyncio.create_task(app.run(install_signals=True))
     try:
-        await _wait_for(lambda: _coro(app.http is not None and app.http.port != 0))
+        await waiting.wait_for(lambda: app.http is not None and app.http.port != 0, 5.0)
         assert app.http is not None
         port = app.http.port
-        await _wait_for(lambda: _coro(server.hits >= 2))
+        await waiting.wait_for(lambda: server.hits >= 2, 5.0)
         started = time.monotonic()
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(task, timeout=5)
@@ -311,11 +303,7 @@ def _value(metrics: str, series: str) -> float:
     raise AssertionError(f"{series} not in /metrics")
 
 
-async def _coro(value: bool) -> bool:
-    return value
-
-
-def _port_open(port: int) -> Any:
+def _port_open(port: int) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -357,7 +345,7 @@ async def test_daemon_reads_model_configs_from_a_real_triton(tmp_path: Path) -> 
             async def configured() -> bool:
                 return app.engine.model_config(("lab", "triton-0", "cfg_m")) is not None
 
-            await _wait_for(configured, timeout_s=15.0)
+            await waiting.wait_for(configured, 15.0)
             async with http.get(f"{base}/readyz") as resp:
                 ready = resp.status
     config = app.engine.model_config(("lab", "triton-0", "cfg_m"))

@@ -7,8 +7,7 @@ real metrics servers (and, in the live test, real Tritons) on loopback.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tests.fixtures_prometheus import MetricsServer
 from tritonguard.core.findings import Subject
@@ -47,25 +47,10 @@ def _kubeconfig(fake: FakeKube, tmp_path: Path) -> Path:
     return path
 
 
-async def _wait_for(
-    predicate: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0
-) -> float:
-    """Wait until ``predicate`` holds; return how long it took."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        result = predicate()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - started
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition not met within {timeout_s}s")
-
-
 @asynccontextmanager
 async def _running(app: DaemonApp) -> AsyncIterator[str]:
     task = asyncio.create_task(app.run(install_signals=False))
-    await _wait_for(lambda: app.http is not None and app.http.port != 0)
+    await waiting.wait_for(lambda: app.http is not None and app.http.port != 0, 10.0)
     assert app.http is not None
     try:
         yield f"http://127.0.0.1:{app.http.port}"
@@ -130,14 +115,16 @@ async def test_relist_after_410_drops_pods_deleted_while_the_watch_was_away(
     fake_kube.watch_log_size = 1  # every change but the latest is forgotten at once
     app = DaemonApp(_settings(_kubeconfig(fake_kube, tmp_path), watch_timeout_s=5))
     async with _running(app):
-        await _wait_for(lambda: _scraped_ok(app, "ml/triton-a") and _scraped_ok(app, "ml/triton-b"))
+        await waiting.wait_for(
+            lambda: _scraped_ok(app, "ml/triton-a") and _scraped_ok(app, "ml/triton-b"), 10.0
+        )
         # Drop the open watch, change twice behind its back, compact: its resume gets 410.
         await fake_kube.stop()
         fake_kube.delete_pod(NS, "triton-a")
         fake_kube.add_pod(NS, "unrelated", labels={"app": "other"})
         fake_kube.compact()
         await fake_kube.start()
-        await _wait_for(lambda: "ml/triton-a" not in _urls(app), timeout_s=15.0)
+        await waiting.wait_for(lambda: "ml/triton-a" not in _urls(app), 15.0)
         assert set(_urls(app)) == {"ml/triton-b"}
         assert "scrape/ml/triton-a" not in app.readiness()[1]["targets"]
         relists = [
@@ -156,11 +143,11 @@ async def test_watch_disconnect_is_resumed_and_new_pods_are_followed(
     _add_metrics_pod(fake_kube, "triton-a", a)
     app = DaemonApp(_settings(_kubeconfig(fake_kube, tmp_path)))
     async with _running(app):
-        await _wait_for(lambda: _scraped_ok(app, "ml/triton-a"))
+        await waiting.wait_for(lambda: _scraped_ok(app, "ml/triton-a"), 10.0)
         await fake_kube.stop()  # every open watch ends; the client reconnects
         await fake_kube.start()
         _add_metrics_pod(fake_kube, "triton-b", b)
-        await _wait_for(lambda: _scraped_ok(app, "ml/triton-b"), timeout_s=15.0)
+        await waiting.wait_for(lambda: _scraped_ok(app, "ml/triton-b"), 15.0)
         watches = [r for r in fake_kube.requests if "watch" in r.query]
         assert len(watches) >= 2
         assert all(r.query.get("allowWatchBookmarks") == "true" for r in watches)
@@ -178,19 +165,19 @@ async def test_api_down_at_start_reports_not_ready_then_recovers(
     await fake.stop()
     app = DaemonApp(_settings(kubeconfig))
     async with _running(app) as base:
-        await _wait_for(lambda: _errors(app, "down") > 0)
+        await waiting.wait_for(lambda: _errors(app, "down") > 0, 10.0)
         status, body = await _ready(base)
         assert status == 503
         assert body["discovery"]["ready"] is False
         assert "unreachable" in body["discovery"]["namespaces"][NS]["last_error"]
         await fake.start()  # the same cluster state, back on the same address
         try:
-            await _wait_for(lambda: _scraped_ok(app, "ml/triton-a"), timeout_s=20.0)
+            await waiting.wait_for(lambda: _scraped_ok(app, "ml/triton-a"), 20.0)
 
             async def ready() -> bool:
                 return (await _ready(base))[0] == 200
 
-            await _wait_for(ready, timeout_s=10.0)
+            await waiting.wait_for(ready, 10.0)
             _, body = await _ready(base)
             assert body["discovery"]["namespaces"][NS]["synced"] is True
             found = app.registry.get_sample_value(
@@ -208,12 +195,12 @@ async def test_pods_that_are_not_ready_are_not_scraped_until_ready(
     _add_metrics_pod(fake_kube, "triton-a", metrics_servers[0], phase="Pending")
     app = DaemonApp(_settings(_kubeconfig(fake_kube, tmp_path)))
     async with _running(app) as base:
-        await _wait_for(lambda: app.discovery is not None and app.discovery.ready())
+        await waiting.wait_for(lambda: app.discovery is not None and app.discovery.ready(), 10.0)
         _, body = await _ready(base)
         assert "Pending" in body["discovery"]["namespaces"][NS]["skipped"]["triton-a"]
         assert _urls(app) == {}
         fake_kube.set_pod_phase(NS, "triton-a", "Running")
-        await _wait_for(lambda: _scraped_ok(app, "ml/triton-a"))
+        await waiting.wait_for(lambda: _scraped_ok(app, "ml/triton-a"), 10.0)
 
 
 def test_triton_directory_follows_discovered_endpoints() -> None:

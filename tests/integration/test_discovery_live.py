@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tritonguard.core.findings import Subject
 from tritonguard.core.samples import label
@@ -21,16 +20,6 @@ from tritonguard.settings import Settings
 NS = "ml"
 MODEL = "disc_m"
 INTERVAL_S = 1.0
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> float:
-    """Wait until ``predicate`` holds; return how long it took."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return time.monotonic() - started
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 def _pod_for(fake: FakeKube, name: str, triton: TritonServer, owner: tuple[str, str]) -> None:
@@ -90,11 +79,12 @@ async def test_two_tritons_found_as_pods_scraped_reached_and_churn_followed(
         _pod_for(fake_kube, "triton-b-0", b, ("StatefulSet", "triton-b"))
         task = asyncio.create_task(app.run(install_signals=False))
         try:
-            await _wait_for(
+            await waiting.wait_for(
                 lambda: (
                     _scraped_ok(app, "ml/triton-a-5f7c9-xk2p1")
                     and _scraped_ok(app, "ml/triton-b-0")
-                )
+                ),
+                20.0,
             )
             source = app.scrape_source
             assert source is not None
@@ -118,7 +108,9 @@ async def test_two_tritons_found_as_pods_scraped_reached_and_churn_followed(
             assert "deployment" not in by_pod["triton-b-0"]
 
             # Model configs are read, and actions reach each pod, through discovered endpoints.
-            await _wait_for(lambda: app.engine.model_config((NS, "triton-b-0", MODEL)) is not None)
+            await waiting.wait_for(
+                lambda: app.engine.model_config((NS, "triton-b-0", MODEL)) is not None, 20.0
+            )
             subject_b = Subject(namespace=NS, model=MODEL, pod="triton-b-0")
             client = directory.for_subject(subject_b)
             assert client is not None
@@ -127,11 +119,13 @@ async def test_two_tritons_found_as_pods_scraped_reached_and_churn_followed(
             # Churn: the StatefulSet pod is deleted and comes back at another address.
             old_url = b.metrics_url
             fake_kube.delete_pod(NS, "triton-b-0")
-            gone_after = await _wait_for(lambda: old_url not in _urls(app), timeout_s=5.0)
+            gone_after = await waiting.wait_for(lambda: old_url not in _urls(app), timeout_s=5.0)
             assert gone_after < INTERVAL_S
             _pod_for(fake_kube, "triton-b-0", c, ("StatefulSet", "triton-b"))
-            await _wait_for(lambda: c.metrics_url in _urls(app), timeout_s=INTERVAL_S)
-            await _wait_for(lambda: _scraped_ok(app, "ml/triton-b-0"), timeout_s=3 * INTERVAL_S)
+            await waiting.wait_for(lambda: c.metrics_url in _urls(app), timeout_s=INTERVAL_S)
+            await waiting.wait_for(
+                lambda: _scraped_ok(app, "ml/triton-b-0"), timeout_s=3 * INTERVAL_S
+            )
             moved = directory.for_subject(subject_b)
             assert moved is not None and moved is not client
             assert (await moved.model_config(MODEL))["name"] == MODEL

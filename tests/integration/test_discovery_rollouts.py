@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.core.pod_targets import PodTarget
@@ -27,15 +27,6 @@ from tritonguard.settings import DiscoverySettings, Settings, TargetSettings
 
 NS = "ml"
 KUBECTL = "kubectl"
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 class Seen:
@@ -105,7 +96,7 @@ async def test_a_patched_deployment_is_a_new_revision_named_for_its_new_pod(
     kubeconfig.write_text(fake_kube.kubeconfig(namespace=NS))
     fake_kube.add_deployment(NS, "triton-a", replicas=1, labels={"app": "triton"})
     async with following(fake_kube, [NS]) as (_, seen):
-        await _wait_for(lambda: len(seen.rollouts) == 1)
+        await waiting.wait_for(lambda: len(seen.rollouts) == 1, 5.0)
         [(first_pod, first)] = [(k[1], r) for k, r in seen.rollouts.items()]
         assert (first.revision, first.previous, first.workload) == (1, None, "triton-a")
         patch = [
@@ -126,7 +117,7 @@ async def test_a_patched_deployment_is_a_new_revision_named_for_its_new_pod(
             "-p",
             json.dumps(patch),
         )
-        await _wait_for(lambda: len(seen.rollouts) == 2)
+        await waiting.wait_for(lambda: len(seen.rollouts) == 2, 5.0)
         [(pod, rollout)] = [(k[1], r) for k, r in seen.rollouts.items() if k[1] != first_pod]
         assert [t.pod for t in seen.targets] == [pod]
         assert (rollout.kind, rollout.revision, rollout.previous) == ("Deployment", 2, 1)
@@ -175,14 +166,14 @@ async def test_a_statefulset_pod_names_its_controller_revision_and_all_namespace
     )
     fake_kube.add_pod("search", "ranker-0", labels={"app": "triton"}, ip="10.0.0.6")
     async with following(fake_kube, ["*"]) as (discovery, seen):
-        await _wait_for(lambda: len(seen.targets) == 2 and bool(seen.rollouts))
+        await waiting.wait_for(lambda: len(seen.targets) == 2 and bool(seen.rollouts), 5.0)
         assert [t.name for t in seen.targets] == ["ml/triton-b-0", "search/ranker-0"]
         rollout = seen.rollouts[("ml", "triton-b-0")]
         assert (rollout.kind, rollout.revision, rollout.previous) == ("StatefulSet", 4, 3)
         assert rollout.diff_text() == "containers[triton].args: --poll → --explicit"
         assert discovery.ready() and discovery.status()["namespaces"]["*"]["targets"] == 2
         fake_kube.delete_pod("search", "ranker-0")
-        await _wait_for(lambda: [t.name for t in seen.targets] == ["ml/triton-b-0"])
+        await waiting.wait_for(lambda: [t.name for t in seen.targets] == ["ml/triton-b-0"], 5.0)
 
 
 async def test_a_watch_failing_past_the_bound_withholds_its_endpoints_from_actions(
@@ -217,20 +208,20 @@ async def test_a_watch_failing_past_the_bound_withholds_its_endpoints_from_actio
     assert app.discovery is not None
     task = asyncio.create_task(app.discovery.run())
     try:
-        await _wait_for(lambda: bool(handed and handed[-1]))
+        await waiting.wait_for(lambda: bool(handed and handed[-1]), 5.0)
         [target] = handed[-1]
         assert target.access_token is not None
         assert target.access_token.get_secret_value() == "s3cret"
         await fake_kube.stop()  # the API server goes away, and with it the watch
-        await _wait_for(lambda: app.discovery is not None and not app.discovery.ready())
-        await _wait_for(lambda: handed[-1] == [])
+        await waiting.wait_for(lambda: app.discovery is not None and not app.discovery.ready(), 5.0)
+        await waiting.wait_for(lambda: handed[-1] == [], 5.0)
         why = app.discovery.stale(NS)
         assert why is not None and "has been failing for" in why and "unreachable" in why
         assert [t.name for t in app.known_targets()] == ["ml/triton-0"]  # still scraped
         await fake_kube.start()  # back on the same port
         # The watch comes back on discovery's next retry, which backs off (doubling, up to
         # 30 s) while the API is away: wait out the longest backoff, not a guess at it.
-        await _wait_for(lambda: bool(handed[-1]), timeout_s=40.0)
+        await waiting.wait_for(lambda: bool(handed[-1]), timeout_s=40.0)
         assert app.discovery.stale(NS) is None
     finally:
         task.cancel()

@@ -7,7 +7,6 @@ import base64
 import io
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import pytest
 import structlog
 from aiohttp import web
 
+from tests import waiting
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeTarget
 from tritonguard.clients.prometheus_query import PrometheusQueryClient, PrometheusQueryError
 from tritonguard.clients.triton_api import ACCESS_TOKEN_HEADER, TritonClient, TritonError
@@ -252,15 +252,6 @@ def daemon_log() -> Iterator[io.StringIO]:
         structlog.configure(**config)
 
 
-async def _wait_for(predicate: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
-
-
 async def test_daemon_never_shows_the_credentials_of_a_target_url(daemon_log: io.StringIO) -> None:
     """Credentials in target URLs authenticate and show nowhere: /readyz, /metrics, the log.
 
@@ -295,7 +286,7 @@ async def test_daemon_never_shows_the_credentials_of_a_target_url(daemon_log: io
             async def listening() -> bool:
                 return app.http is not None and app.http.port != 0
 
-            await _wait_for(listening)
+            await waiting.wait_for(listening, 10.0)
             assert app.http is not None
             base = f"http://127.0.0.1:{app.http.port}"
             async with aiohttp.ClientSession() as http:
@@ -305,7 +296,7 @@ async def test_daemon_never_shows_the_credentials_of_a_target_url(daemon_log: io
                         ready = resp.status == 200
                     return ready and all(len(s.seen) >= 2 for s in servers)
 
-                await _wait_for(scraped_all_twice)
+                await waiting.wait_for(scraped_all_twice, 10.0)
                 async with http.get(f"{base}/readyz") as resp:
                     readyz = await resp.text()
                 async with http.get(f"{base}/metrics") as resp:

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import pytest
 from tritonclient import http as httpclient
 from tritonclient.http import aio as aioclient
 
+from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tritonguard.clients.triton_api import TritonClient
@@ -77,15 +77,6 @@ steps:
     params: {add: 1}
 verify: {wait: 6s, checks: [{feature: mean_queue_us, below: 20000}]}
 """
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return time.monotonic() - started
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s}s")
 
 
 async def _kubectl(kubeconfig: Path, *args: str) -> str:
@@ -232,13 +223,13 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
         try:
             loads = [load(a.http_url), load(b.http_url)]
             # Both pods serve, and the daemon has read their model configs.
-            await _wait_for(
+            await waiting.wait_for(
                 lambda: all(
                     engine.model_config((NS, pod, MODEL)) is not None
                     for pod in (old_pod, "triton-b-0")
                 ),
                 20,
-                "the first config reads",
+                what="the first config reads",
             )
             healthy_median, healthy_p99 = await client_latency_ms(a.http_url)
             # The rollout: revision 2's image ships the raised delay.
@@ -266,7 +257,7 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             loads[0] = load(c.http_url)
             rolled_at = time.monotonic()
             print(f"rolled out after {rolled_at - started:.1f} s")
-            await _wait_for(lambda: bool(opened), 30, "the batching_delay incident")
+            await waiting.wait_for(lambda: bool(opened), 30, what="the batching_delay incident")
             detected_s = time.monotonic() - rolled_at
             incident = opened[0]
             raised = incident.evidence.get("p99_ms") or incident.evidence["mean_latency_ms"]
@@ -293,19 +284,21 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
                     if r.status == "ran" and r.incident_id == incident.incident_id
                 }
 
-            await _wait_for(
+            await waiting.wait_for(
                 lambda: (
                     {"triton.revert_config", "kubernetes.scale", "slack.post", "verify"} <= ran()
                 ),
                 20,
-                "the playbook",
+                what="the playbook",
             )
             async with TritonClient(c.http_url) as triton:
                 live = await triton.model_config(MODEL)
             assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 500
             recovered_median, recovered_p99 = await client_latency_ms(c.http_url)
             assert fake_kube.replicas("Deployment", NS, "triton-a") == 2
-            await _wait_for(lambda: bool(fake_slack.roots_in("tritonguard-alerts")), 10, "Slack")
+            await waiting.wait_for(
+                lambda: bool(fake_slack.roots_in("tritonguard-alerts")), 10, what="Slack"
+            )
             [root] = fake_slack.roots_in("tritonguard-alerts")
             assert f"batching_delay on {NS}/{MODEL} on {new_pod}" in root.text
             # The root as first posted, while the incident was open (the revert resolves
@@ -326,13 +319,13 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
                     if e.get("reason") in ("IncidentOpened", "ActionRan")
                 ]
 
-            await _wait_for(
+            await waiting.wait_for(
                 lambda: (
                     {(e["involvedObject"]["kind"], e["reason"]) for e in events()}
                     >= {("Pod", "IncidentOpened"), ("Deployment", "ActionRan")}
                 ),
                 10,
-                "Events",
+                what="Events",
             )
             listed = json.loads(await _kubectl(kubeconfig, "get", "events", "-o", "json"))
             seen = {

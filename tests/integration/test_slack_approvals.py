@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests import playbook_harness
+from tests import playbook_harness, waiting
 from tests.fakes.fake_slack import FakeSlack, StoredMessage
 from tests.fakes.kube import FakeKube
 from tritonguard.core.action_records import ActionRecord
@@ -99,13 +98,9 @@ def service_of(s: Settings, clock: Clock) -> PlaybookService:
     return build_service(s, Engine(), clock=clock, guard_settings=guards)
 
 
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll ``predicate`` until it holds."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s")
-        await asyncio.sleep(0.02)
+async def wait_for(predicate: Callable[[], object], timeout_s: float = 5.0) -> float:
+    """Poll ``predicate`` until it holds: 5 s unless told, as every approval test here waits."""
+    return await waiting.wait_for(predicate, timeout_s)
 
 
 async def settle(service: PlaybookService) -> None:
