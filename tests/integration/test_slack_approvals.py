@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import pytest
 from tests import playbook_harness, waiting
 from tests.fakes.fake_slack import FakeSlack, StoredMessage
 from tests.fakes.kube import FakeKube
+from tests.integration.playbook_fakes import CHANNEL, seed_triton_deployment, service_settings
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
@@ -26,9 +27,8 @@ from tritonguard.core.guards import GuardSettings
 from tritonguard.core.slack_message import APPROVE_ACTION, REJECT_ACTION
 from tritonguard.runtime.approvals import hold_socket
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
-from tritonguard.settings import KubeSettings, Settings, SlackSettings
+from tritonguard.settings import Settings
 
-CHANNEL = "#tritonguard-alerts"
 ALICE = "U0ALICE001"  # in S0ONCALL01, the fake workspace's on-call group
 EVE = "U0EVE00003"  # in no group
 
@@ -62,33 +62,20 @@ class Clock:
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[FakeKube]:
-    """Yield a fake API server with one Deployment of two replicas in ``prod``."""
-    async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        yield server
+def kube(fake_kube: FakeKube) -> FakeKube:
+    """Give the fake API server one Deployment of two replicas in ``prod``."""
+    return seed_triton_deployment(fake_kube)
 
 
 def settings(tmp_path: Path, slack: FakeSlack, kube: FakeKube) -> Settings:
     """Daemon settings: the test playbook, an audit file, Slack with an app token, the fake API."""
-    books = tmp_path / "books"
-    books.mkdir(exist_ok=True)
-    (books / "scale.yaml").write_text(SCALE_WITH_APPROVAL)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(kube.kubeconfig())
-    return Settings(
-        playbook_dirs=[books],
-        audit_db_path=tmp_path / "audit.sqlite3",
-        slack=SlackSettings(
-            token=slack.token,
-            app_token=slack.app_token,
-            channel=CHANNEL,
-            base_url=slack.base_url,
-            approvals={"timeout_s": 600},
-        ),
-        kube=KubeSettings(kubeconfig=kubeconfig),
-        dry_run=False,
+    return service_settings(
+        tmp_path,
+        slack,
+        kube,
+        {"scale.yaml": SCALE_WITH_APPROVAL},
+        app_token=slack.app_token,
+        approvals={"timeout_s": 600},
     )
 
 

@@ -8,16 +8,16 @@ Kubernetes client against the fake API server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests import playbook_harness
+from tests import playbook_harness, waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.integration.test_slack_approvals import CHANNEL, Clock, service_of, settle
-from tritonguard.settings import KubeSettings, Settings, SlackSettings
+from tests.integration.playbook_fakes import CHANNEL, seed_triton_deployment, service_settings
+from tests.integration.test_slack_approvals import Clock, service_of, settle
+from tritonguard.settings import Settings
 
 NOTIFY = """
 name: notify
@@ -41,30 +41,16 @@ escalate:
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[FakeKube]:
-    """Yield a fake API server with one Deployment of two replicas in ``prod``."""
-    async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        yield server
+def kube(fake_kube: FakeKube) -> FakeKube:
+    """Give the fake API server one Deployment of two replicas in ``prod``."""
+    return seed_triton_deployment(fake_kube)
 
 
 def settings(tmp_path: Path, slack: FakeSlack, kube: FakeKube) -> Settings:
     """Daemon settings: a notification and a verifying scale, an audit file, Slack, the API."""
-    books = tmp_path / "books"
-    books.mkdir(exist_ok=True)
     # Files load in name order: the thread opens before the scale's run begins its wait.
-    (books / "a-notify.yaml").write_text(NOTIFY)
-    (books / "b-scale.yaml").write_text(SCALE_THEN_VERIFY)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(kube.kubeconfig())
-    return Settings(
-        playbook_dirs=[books],
-        audit_db_path=tmp_path / "audit.sqlite3",
-        slack=SlackSettings(token=slack.token, channel=CHANNEL, base_url=slack.base_url),
-        kube=KubeSettings(kubeconfig=kubeconfig),
-        dry_run=False,
-    )
+    books = {"a-notify.yaml": NOTIFY, "b-scale.yaml": SCALE_THEN_VERIFY}
+    return service_settings(tmp_path, slack, kube, books)
 
 
 async def test_a_resumed_verification_reports_in_the_thread_the_first_run_opened(
@@ -81,10 +67,7 @@ async def test_a_resumed_verification_reports_in_the_thread_the_first_run_opened
     first = service_of(s, clock)
     event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
     first.after_evaluation([event], clock.now)
-    for _ in range(200):
-        if first.store.pending_verifications():
-            break
-        await asyncio.sleep(0.01)
+    await waiting.wait_for(first.store.pending_verifications, 2.0, poll_s=0.01)
     for task in first.stage.in_flight():
         task.cancel()  # SIGTERM mid-verify
     await asyncio.gather(*first.stage.in_flight(), return_exceptions=True)
