@@ -15,10 +15,12 @@ from tritonguard.cli.main import main
 from tritonguard.core.change_text import HIDDEN
 from tritonguard.core.config_info import (
     ROLLOUT_INFO,
+    config_map_sample,
     config_sample,
     read_rollout_sample,
     rollout_sample,
 )
+from tritonguard.core.config_map_changes import ConfigMapChange
 from tritonguard.core.config_patch import Change
 from tritonguard.core.findings import Subject
 from tritonguard.core.rollout_changes import RolloutChange
@@ -181,15 +183,30 @@ def test_secrets_in_a_hand_written_rollout_sample_are_hidden_on_reading() -> Non
 
 
 def test_the_change_series_are_info_families_promtool_backfills(tmp_path: Path) -> None:
-    """Written as OpenMetrics info families, a rollout and a config read load into Prometheus."""
+    """Written as OpenMetrics info families, the three change series load into Prometheus.
+
+    A rollout, a config read and a ConfigMap change (quotes in its lines escaped twice).
+    """
     subject = Subject("ads", "click-model", "click-model-0")
+    edit = ConfigMapChange(
+        "ads",
+        "models-config",
+        ONSET - 12.0,
+        ONSET - 10.0,
+        "4812",
+        "4790",
+        ("config.pbtxt",),
+        (Change("config.pbtxt:4", 'name: "a"', 'name: "b"'),),
+    )
     samples = [
         rollout_sample("click-model-0", _rollout()),
         config_sample(subject, {"max_batch_size": 8}, ONSET),
+        config_map_sample("click-model-0", edit),
     ]
     text = gzip.decompress(render_trace_gz(samples)).decode()
     assert "# TYPE tritonguard_rollout info\n" in text
     assert "# TYPE tritonguard_model_config info\n" in text
+    assert "# TYPE tritonguard_config_map info\n" in text
     trace = tmp_path / "changes.om"
     trace.write_text(text)
     done = run_promtool(

@@ -71,11 +71,14 @@ class ConfigMapChange:
     keys: tuple[str, ...]
     changes: tuple[Change, ...]
     untold: int = 0
+    # Changed keys not listed in ``keys``: only a trace cuts them (its lines are bounded).
+    untold_keys: int = 0
 
     def headline(self) -> str:
         """Return which ConfigMap and keys: ``ConfigMap models-config key config.pbtxt``."""
-        noun = "key" if len(self.keys) == 1 else "keys"
-        return f"ConfigMap {self.name} {noun} {leaves_line(self.keys, sep=', ')}"
+        noun = "key" if len(self.keys) + self.untold_keys == 1 else "keys"
+        listed = leaves_line(self.keys, sep=", ", untold=self.untold_keys)
+        return f"ConfigMap {self.name} {noun} {listed}"
 
     def diff_text(self) -> str:
         """Return what changed in one line, the first few leaves."""
@@ -106,6 +109,8 @@ class ConfigMapChange:
             "changes": [c.as_dict() for c in self.changes],
             "untold": self.untold,
         }
+        if self.untold_keys:
+            out["untold_keys"] = self.untold_keys
         if onset is not None:
             out["seen_before_onset_s"] = round(onset - self.at_latest, 3)
         return out
@@ -183,6 +188,20 @@ def _shown_whole(value: str | None) -> str | None:
     if len(lines) > 1:
         return f"({len(lines)} lines, {len(value)} characters)"
     return _hide(value)
+
+
+def shown_again(key: str, value: str | None) -> str | None:
+    """Return a value as the daemon would show it, whatever wrote it (a trace by hand).
+
+    A secret-looking key's value is hidden, a secret inside a line too; a multi-line value
+    is its size, a binary or over-long one its size and digest. Values already shown that way
+    read the same again.
+    """
+    if value is None:
+        return None
+    if SECRETISH.search(key):
+        return value if value.startswith(HIDDEN) else f"{HIDDEN} ({len(value)} characters)"
+    return _shown_whole(_held(value, binary=False))
 
 
 def _held_data(read: ConfigMapData) -> dict[str, str]:

@@ -24,8 +24,13 @@ _SUFFIXES: dict[str, tuple[str, ...]] = {
 _ALL_SUFFIXES = ("_total", "_created", "_sum", "_count", "_bucket", "_gcount", "_gsum", "_info")
 # 0.0.4 calls unknown "untyped"; OpenMetrics only knows "unknown".
 _OPENMETRICS_TYPE = {"untyped": "unknown"}
-# The trace's own series (core/config_info.py): config reads and rollouts, as info families.
-_TRACE_INFO_TYPES = {"tritonguard_model_config": "info", "tritonguard_rollout": "info"}
+# The trace's own series (core/config_info.py): config reads, rollouts and mounted ConfigMaps'
+# changes, as info families.
+_TRACE_INFO_TYPES = {
+    "tritonguard_model_config": "info",
+    "tritonguard_rollout": "info",
+    "tritonguard_config_map": "info",
+}
 
 
 def family_of(name: str, types: Mapping[str, str]) -> tuple[str, str]:
