@@ -8,8 +8,6 @@ would see the edit vanish.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from tests.fakes.kube import FakeKube
@@ -17,7 +15,7 @@ from tests.integration.test_playbooks_kube_slack import (
     PLAYBOOKS,
     book,
     env,
-    seed_incident_pod,
+    seed_incident_deployment,
 )
 from tests.playbook_harness import StaticFeatures, handle, incident, resolved, stage
 from tritonguard.clients.kubernetes_api import KubernetesClient
@@ -38,13 +36,9 @@ LIVE = GuardSettings(dry_run=False)
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[FakeKube]:
-    """Yield a fake API server with Deployment prod/triton (2 replicas) and the incident's pod."""
-    async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        seed_incident_pod(server)
-        yield server
+def kube(fake_kube: FakeKube) -> FakeKube:
+    """Give the fake API server Deployment prod/triton (2 replicas) and the incident's pod."""
+    return seed_incident_deployment(fake_kube)
 
 
 def _hpa_spec(kube: FakeKube, name: str) -> dict[str, object]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ import pytest
 from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
+from tests.integration.playbook_fakes import CHANNEL, seed_triton_deployment
 from tests.playbook_harness import StaticFeatures, handle, stage
 from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
@@ -25,31 +26,26 @@ from tritonguard.runtime.playbook_files import load_playbook_files
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 
-def seed_incident_pod(server: FakeKube) -> None:
+def seed_incident_pod(server: FakeKube) -> FakeKube:
     """Give Deployment prod/triton the pod the harness's incidents are on, via a ReplicaSet.
 
     The pod's name is not the Deployment's plus a suffix by construction: only its
-    ownerReferences say whose it is, as kubernetes.scale reads them.
+    ownerReferences say whose it is, as kubernetes.scale reads them. Return the server.
     """
     server.add_replicaset("prod", "triton-5d9c7b", deployment="triton")
     server.add_pod("prod", "triton-5d9c7b-x2x9q", owner=("ReplicaSet", "triton-5d9c7b"))
+    return server
+
+
+def seed_incident_deployment(server: FakeKube) -> FakeKube:
+    """Give the fake API server Deployment prod/triton (2 replicas) and the incident's pod."""
+    return seed_incident_pod(seed_triton_deployment(server))
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[FakeKube]:
-    """Yield a fake API server with one Deployment of two replicas and the incident's pod."""
-    async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        seed_incident_pod(server)
-        yield server
-
-
-@pytest.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    """Yield a fake Slack Web API."""
-    async with FakeSlack() as server:
-        yield server
+def kube(fake_kube: FakeKube) -> FakeKube:
+    """Give the fake API server one Deployment of two replicas and the incident's pod."""
+    return seed_incident_deployment(fake_kube)
 
 
 def book(text: str) -> Playbook:
@@ -77,7 +73,7 @@ def env(
     return ExecutorEnv(
         kube=KubernetesClient.for_host(kube.url) if kube else None,
         slack=SlackNotifier(slack.token, base_url=slack.base_url) if slack else None,
-        slack_channel="#tritonguard-alerts",
+        slack_channel=CHANNEL,
         clock=lambda: 5000.0,
         features=features or StaticFeatures(),
         sleep=sleep,
@@ -85,15 +81,17 @@ def env(
 
 
 async def test_default_cpu_playbook_scales_the_owning_deployment_and_posts(
-    kube: FakeKube, slack: FakeSlack
+    kube: FakeKube, fake_slack: FakeSlack
 ) -> None:
     """The shipped cpu_bottleneck playbook, switched to act, adds a replica and posts to Slack."""
     books = [
         b.model_copy(update={"guards": b.guards.model_copy(update={"dry_run": False})})
         for b in load_playbook_files([PLAYBOOKS / "cpu_bottleneck.yaml"])
     ]
-    on = stage(books, AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, slack))
-    threads = attach(on, slack)
+    on = stage(
+        books, AuditStore(), settings=GuardSettings(dry_run=False), env=env(kube, fake_slack)
+    )
+    threads = attach(on, fake_slack)
     records = await handle(on, incident())
     assert [(r.action, r.status) for r in records] == [
         ("slack.post", "ran"),
@@ -102,9 +100,9 @@ async def test_default_cpu_playbook_scales_the_owning_deployment_and_posts(
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 3
     await threads.worker.drain()
-    [root] = slack.roots_in("#tritonguard-alerts")
+    [root] = fake_slack.roots_in(CHANNEL)
     assert "cpu_bottleneck on prod/resnet" in root.text
-    [scaled] = slack.thread_of(root)
+    [scaled] = fake_slack.thread_of(root)
     assert "`kubernetes.scale`" in scaled.text and "replicas 2 → 3" in scaled.text
     await threads.close()
 
@@ -149,7 +147,7 @@ steps:
 
 
 async def test_failed_verify_rolls_back_the_scale_and_escalates(
-    kube: FakeKube, slack: FakeSlack
+    kube: FakeKube, fake_slack: FakeSlack
 ) -> None:
     """Verify fails → the scale is undone (replicas back to 2) and Slack gets the escalation."""
     text = """
@@ -173,9 +171,9 @@ escalate:
         [book(text)],
         AuditStore(),
         settings=GuardSettings(dry_run=False),
-        env=env(kube, slack, sleep=sleep, features=StaticFeatures(0.95)),
+        env=env(kube, fake_slack, sleep=sleep, features=StaticFeatures(0.95)),
     )
-    threads = attach(on, slack)
+    threads = attach(on, fake_slack)
     records = await handle(on, incident())
     assert [(r.action, r.status) for r in records] == [
         ("kubernetes.scale", "ran"),
@@ -187,7 +185,7 @@ escalate:
     deployment = kube.get_object("Deployment", "prod", "triton")
     assert deployment is not None and deployment["spec"]["replicas"] == 2
     await threads.worker.drain()
-    [root] = slack.roots_in("#tritonguard-alerts")
+    [root] = fake_slack.roots_in(CHANNEL)
     assert "did not help" in str(root.blocks)
     await threads.close()
 
@@ -250,7 +248,9 @@ steps:
     assert "queue_share" in records[0].reason and "\n" not in records[0].reason
 
 
-async def test_slack_diagnosis_carries_the_numbers_and_what_else_matched(slack: FakeSlack) -> None:
+async def test_slack_diagnosis_carries_the_numbers_and_what_else_matched(
+    fake_slack: FakeSlack,
+) -> None:
     """The posted blocks pass Slack's limits and hold evidence with windows, fix, incident id."""
     text = """
 name: tell
@@ -264,14 +264,14 @@ steps:
     ev.evidence["note"] = Evidence(None, "ms", 0, "a <tag> & more")
     ev.secondary.append("too_few_instances")
     on = stage(
-        [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(None, slack)
+        [book(text)], AuditStore(), settings=GuardSettings(dry_run=False), env=env(None, fake_slack)
     )
-    threads = attach(on, slack)
+    threads = attach(on, fake_slack)
     records = await handle(on, ev)
     assert [r.status for r in records] == ["ran"], records
     await threads.worker.drain()
     await threads.close()
-    [posted] = slack.messages_in("#tritonguard-alerts")
+    [posted] = fake_slack.messages_in(CHANNEL)
     fields = next(b["fields"] for b in posted.blocks if "fields" in b)
     texts = [f["text"] for f in fields]
     assert texts[0] == "*Cpu*\n×0.97 over 60 s\n_container CPU / quota_"
