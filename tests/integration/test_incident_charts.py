@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.chart_data import ChartData
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
-from tritonguard.core.slack_thread import ThreadPlanner, ThreadSettings, short_key
+from tritonguard.core.slack_thread import ChartMaker, ThreadPlanner, ThreadSettings, short_key
 from tritonguard.runtime import incident_charts
 from tritonguard.runtime.incident_charts import (
     IncidentCharts,
@@ -93,6 +93,49 @@ def threads_to(
 def uploads(fake: FakeSlack, root: StoredMessage) -> list[StoredMessage]:
     """Return the replies of a thread that carry a file."""
     return [m for m in fake.thread_of(root) if m.files]
+
+
+@dataclass
+class OnTheConsole:
+    """A recorded incident's thread as the daemon delivers it without a token: the console."""
+
+    opened: IncidentEvent
+    records: list[ActionRecord]
+    resolved: IncidentEvent
+    charts: ChartMaker | None
+    threads: SlackThreads
+    out: list[str]
+
+    async def open(self) -> None:
+        """Open the incident's thread with its playbooks' records, and deliver it all."""
+        self.threads.observe_events([self.opened])
+        self.threads.observe_records(self.records)
+        await self.threads.worker.drain()
+
+    def printed(self) -> str:
+        """Return what the console printed."""
+        return "\n".join(self.out)
+
+
+async def on_the_console(tmp_path: Path, trace: str = "retry_storm") -> OnTheConsole:
+    """Replay ``trace``; build the daemon's token-less threads and chart maker for its incident."""
+    replayed = await replay(trace)
+    opened, records, resolved = life(replayed)
+    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3")
+    out: list[str] = []
+    charts = chart_maker(settings, replayed.engine)
+    threads = build_threads(settings, console=out.append, chart=charts)
+    return OnTheConsole(opened, records, resolved, charts, threads, out)
+
+
+@pytest.fixture
+def no_fonts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every chart drawing fail, as it does on a host without fonts."""
+
+    def broken(_data: object) -> bytes:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(incident_charts, "render_png", broken)
 
 
 async def test_the_chart_is_uploaded_into_the_incidents_thread_as_a_png(
@@ -170,50 +213,32 @@ async def test_without_a_token_the_console_prints_the_chart_and_the_log_carries_
     tmp_path: Path,
 ) -> None:
     """No token: the thread on the console with ``[chart: path]``, the path in the log line."""
-    replayed = await replay("retry_storm")
-    opened, records, _ = life(replayed)
-    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3")
-    out: list[str] = []
-    th = build_threads(settings, console=out.append, chart=chart_maker(settings, replayed.engine))
+    console = await on_the_console(tmp_path)
     with structlog.testing.capture_logs() as logs:
-        th.observe_events([opened])
-        th.observe_records(records)
-        await th.worker.drain()
-    path = tmp_path / "audit-charts" / f"{opened.incident_id}-opened.png"
-    printed = "\n".join(out)
+        await console.open()
+    path = tmp_path / "audit-charts" / f"{console.opened.incident_id}-opened.png"
+    printed = console.printed()
     assert f"[chart: {path}]" in printed
     assert "Timed out at the ingress" in printed, "the evidence is there as well"
     assert png_size(path.read_bytes()) == CHART_SIZE
     [line] = [e for e in logs if e.get("kind") == "upload"]
-    assert line["chart"] == str(path) and line["thread"] == opened.incident_id
-    await th.close()
+    assert line["chart"] == str(path) and line["thread"] == console.opened.incident_id
+    await console.threads.close()
 
 
-async def test_a_chart_that_cannot_be_drawn_leaves_the_thread_as_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("no_fonts")
+async def test_a_chart_that_cannot_be_drawn_leaves_the_thread_as_it_was(tmp_path: Path) -> None:
     """A drawing error is logged and the chart left out; the root and replies still go out."""
-
-    def broken(_data: object) -> bytes:
-        raise RuntimeError("no fonts")
-
-    monkeypatch.setattr(incident_charts, "render_png", broken)
-    replayed = await replay("retry_storm")
-    opened, records, _ = life(replayed)
-    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3")
-    out: list[str] = []
-    charts = chart_maker(settings, replayed.engine)
-    th = build_threads(settings, console=out.append, chart=charts)
+    console = await on_the_console(tmp_path)
     with structlog.testing.capture_logs() as logs:
-        th.observe_events([opened])
-        th.observe_records(records)
-        await th.worker.drain()
-    printed = "\n".join(out)
+        await console.open()
+    printed = console.printed()
     assert "new thread" in printed and "[chart:" not in printed
     [warning] = [e for e in logs if e["event"] == "incident chart not drawn"]
     assert "no fonts" in warning["error"] and warning["log_level"] == "warning"
+    charts = console.charts
     assert isinstance(charts, IncidentCharts) and charts.failed == 1
-    await th.close()
+    await console.threads.close()
 
 
 def test_the_chart_directory_keeps_the_newest_files_only(tmp_path: Path) -> None:
@@ -319,28 +344,18 @@ async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there
     await api.close()
 
 
+@pytest.mark.usefixtures("no_fonts")
 async def test_an_upload_whose_chart_fails_off_the_loop_is_dropped_and_the_thread_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """Drawing fails in the worker: the upload is settled once, never sent; replies still go."""
-
-    def broken(_data: object) -> bytes:
-        raise RuntimeError("no fonts")
-
-    monkeypatch.setattr(incident_charts, "render_png", broken)
-    replayed = await replay("retry_storm")
-    opened, records, resolved = life(replayed)
-    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3")
-    out: list[str] = []
-    charts = chart_maker(settings, replayed.engine)
-    th = build_threads(settings, console=out.append, chart=charts)
+    console = await on_the_console(tmp_path)
+    th = console.threads
     with structlog.testing.capture_logs() as logs:
-        th.observe_events([opened])
-        th.observe_records(records)
+        await console.open()
+        th.observe_events([console.resolved])
         await th.worker.drain()
-        th.observe_events([resolved])
-        await th.worker.drain()
-    printed = "\n".join(out)
+    printed = console.printed()
     assert "new thread" in printed and "[chart:" not in printed
     assert "root updated" in printed, "what follows the dropped chart is still delivered"
     rows = [r for r in th.outbox.rows() if r["kind"] == "upload"]
@@ -350,5 +365,6 @@ async def test_an_upload_whose_chart_fails_off_the_loop_is_dropped_and_the_threa
         e for e in logs if e["event"] == "slack chart upload dropped: the chart was not drawn"
     ]
     assert len(dropped) == 2 and th.worker.given_up == 0
+    charts = console.charts
     assert isinstance(charts, IncidentCharts) and charts.failed == 2
     await th.close()
