@@ -248,9 +248,11 @@ def test_a_large_change_is_written_within_a_line_replay_reads(tmp_path: Path) ->
     keys = tuple(f"model-{i:04d}-{'k' * 200}.pbtxt" for i in range(500))
     long = Change(f"{keys[0]}:1", "a" * 60_000, '"' * 60_000)
     # Quotes are escaped twice on the line (JSON, then the label): four characters each.
-    quoted = [Change(f"{keys[i]}:1", "x", '"' * 1000) for i in range(1, 20)]
+    # A lone surrogate is valid in JSON text, not in UTF-8: the line must still be written.
+    odd = Change(f"{keys[1]}:1", "\ud800 é", "ü")
+    quoted = [Change(f"{keys[i]}:1", "x", '"' * 1000) for i in range(2, 20)]
     cut = [Change(f"{k}:1", "x", "y") for k in keys[-4:]]
-    big = replace(_edit(), keys=keys, changes=(long, *quoted, *cut), untold=476)
+    big = replace(_edit(), keys=keys, changes=(long, odd, *quoted, *cut), untold=476)
     sample = config_map_sample(POD, big)
     path = tmp_path / "big.om.gz"
     path.write_bytes(render_trace_gz([sample]))
@@ -258,7 +260,8 @@ def test_a_large_change_is_written_within_a_line_replay_reads(tmp_path: Path) ->
     _, change = read_config_map_sample(back)
     digest = hashlib.sha256(b"a" * 60_000).hexdigest()[:12]
     assert change.changes[0].old == f"(60000 characters, sha256 {digest})"
-    assert 1 < len(change.changes) < 20
+    assert change.changes[1] == odd
+    assert 2 < len(change.changes) < 2 + len(quoted)
     assert len(change.changes) + change.untold == len(big.changes) + big.untold
     assert 0 < len(change.keys) < len(keys)
     assert len(change.keys) + change.untold_keys == len(keys)

@@ -238,7 +238,9 @@ def _trace_value(value: str | None) -> str | None:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # ASCII: a lone surrogate in a ConfigMap's text (JSON allows one) must not stop the
+    # trace from being written as UTF-8; the room a line has is measured on this text.
+    return json.dumps(value, separators=(",", ":"))
 
 
 def config_map_sample(pod: str, change: ConfigMapChange) -> Sample:
