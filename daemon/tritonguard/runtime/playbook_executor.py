@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from tritonguard.actions.registry import (
     ActionContext,
     ActionFailed,
+    ActionResult,
     BoundsExceeded,
     RegisteredAction,
     UndoStep,
@@ -124,6 +125,28 @@ class _Covered(ActionFailed):
         self.undo, self.on_resolve = undo, on_resolve
 
 
+class _InFlight(ActionFailed):
+    """A scale of an object another incident's step is writing now: wait for it, then retry.
+
+    Its outcome decides: once its undo is on file the retry is skipped as covered by it; if
+    it failed, the retry raises the object itself. An ``ActionFailed`` for the same reason
+    as :class:`_Covered`.
+    """
+
+    def __init__(self, incident_id: str, settled: asyncio.Future[None]) -> None:
+        super().__init__(f"incident {incident_id} is scaling the same object")
+        self.settled = settled
+
+
+@dataclass(slots=True)
+class _Raising:
+    """A scale step writing its object now: whose, and when its outcome is on file."""
+
+    incident_id: str
+    task: asyncio.Task[Any] | None
+    settled: asyncio.Future[None]
+
+
 def _short(params: dict[str, Any]) -> dict[str, Any]:
     """Keep records readable: a whole model config is summarised, not copied."""
     out = dict(params)
@@ -149,6 +172,9 @@ class PlaybookExecutor:
         # Intents of change steps this process is running or restoring, and of steps it was
         # cancelled in: those are for the next start to settle, never for this process.
         self.intending: set[int] = set()
+        # Scales being written now, by the object they write (``scale_target``): another
+        # incident's scale of it waits for the outcome instead of raising it side by side.
+        self._raising: dict[tuple[str, ...], _Raising] = {}
 
     def reloads(self, book: Playbook) -> bool:
         """Whether any step of the playbook reloads a model."""
@@ -454,15 +480,17 @@ class PlaybookExecutor:
                 else None
             )
             intents: list[int] = []
+            raising: list[tuple[str, ...]] = []
             step_ctx = replace(
                 ctx,
                 intend=functools.partial(
-                    self._intend, event, book.name, step.action, list(undos), intents
+                    self._intend, event, book.name, step.action, list(undos), intents, raising
                 ),
             )
             try:
-                result = await action.run(step_ctx, params)
+                result = await self._run_action(action, step_ctx, params)
             except _Covered as exc:
+                self._release(raising)
                 records.append(self._covered(event, book, step, rendered, exc))
                 continue
             except BoundsExceeded as exc:
@@ -473,6 +501,7 @@ class PlaybookExecutor:
                 # The intents stay pending and stay in ``intending``: the call may still land
                 # on the server, and only the next start may settle that (reliability.md).
                 self._cancelled(event, book, step, rendered, verification, intents)
+                self._release(raising, cancelled=True)
                 raise
             except Exception as exc:  # a client error or a bug: recorded, never fatal
                 failure = _Failed("failed", "", f"{type(exc).__name__}: {exc}")
@@ -490,6 +519,7 @@ class PlaybookExecutor:
                 rec = self._step_record(event, book, step, rendered, failure=failure)
                 self.store.settle_step(rec, intents)
                 self._settled(intents)
+                self._release(raising)
                 records.append(rec)
                 if self.actions[step.action].kind == "notify":
                     # A Slack outage must not stop (or undo) a remediation: record it, go on.
@@ -504,6 +534,8 @@ class PlaybookExecutor:
                 undo=(undo.action, undo.params, undo.on_resolve) if undo is not None else None,
             )
             self._settled(intents)
+            # After settle_step: a scale waiting on this one finds its undo on file.
+            self._release(raising)
             records.append(rec)
             if undo is not None and undo_id is not None:
                 undos.append(
@@ -541,6 +573,21 @@ class PlaybookExecutor:
             detail=detail or {},
         )
 
+    async def _run_action(
+        self, action: RegisteredAction, ctx: ActionContext, params: Any
+    ) -> ActionResult:
+        """Run a step's action; behind another incident's scale of the same object in flight.
+
+        The retry reads the object again: by then the other scale's undo is on file (this
+        one is covered) or it failed (this one may raise it).
+        """
+        while True:
+            try:
+                return await action.run(ctx, params)
+            except _InFlight as exc:
+                # Shielded: this step being cancelled must not cancel the other's outcome.
+                await asyncio.shield(exc.settled)
+
     def _intend(  # noqa: PLR0917 - bound per step with partial; the action passes ``undo``
         self,
         event: IncidentEvent,
@@ -548,19 +595,33 @@ class PlaybookExecutor:
         action: str,
         earlier: list[PendingUndo],
         intents: list[int],
+        raising: list[tuple[str, ...]],
         undo: UndoStep,
     ) -> None:
         """Write a change step's undo down before its call (``ActionContext.intend``).
 
         A step that cannot put its way back on file does not change anything: the action
         fails before its call, with the reason. A scale of an object another incident's
-        pending undo already puts back changes nothing either (:class:`_Covered`).
+        pending undo already puts back changes nothing either (:class:`_Covered`), and one
+        of an object another incident's scale is writing now waits for that (:class:`_InFlight`).
         """
         target = scale_target(undo.action, undo.params)
         if target is not None:
             for other, held in self.store.live_undos_elsewhere(undo.action, event.incident_id):
                 if scale_target(held.action, held.params) == target:
                     raise _Covered(other, held, undo.on_resolve)
+            busy = self._raising.get(target)
+            # A writer whose task ended without settling (a bug) must not hold the object.
+            if busy is not None and (busy.task is None or not busy.task.done()):
+                if busy.incident_id != event.incident_id:
+                    raise _InFlight(busy.incident_id, busy.settled)
+            else:
+                self._raising[target] = _Raising(
+                    event.incident_id,
+                    asyncio.current_task(),
+                    asyncio.get_running_loop().create_future(),
+                )
+                raising.append(target)
         try:
             intent_id = self.store.begin_intent(
                 event,
@@ -601,6 +662,22 @@ class PlaybookExecutor:
             held = covered.undo
             self.store.add_undo(event.incident_id, book.name, held.action, held.params, True)
         return rec
+
+    def _release(self, raising: list[tuple[str, ...]], *, cancelled: bool = False) -> None:
+        """End a step's scales in flight: scales of the same objects waiting on them go on.
+
+        Cancelled (the daemon stops), the outcome is for the next start to settle, so the
+        waiting steps are cancelled too rather than raising the object a second time.
+        """
+        for target in raising:
+            entry = self._raising.pop(target, None)
+            if entry is None or entry.settled.done():
+                continue
+            if cancelled:
+                entry.settled.cancel()
+            else:
+                entry.settled.set_result(None)
+        raising.clear()
 
     def _settled(self, intents: list[int]) -> None:
         """Forget the intents of a step whose outcome is on file; tell the next leader."""
