@@ -52,9 +52,18 @@ STALE_FAULTS: tuple[TargetMode, ...] = tuple(WHY)
 ALL_FAULTS: tuple[TargetMode, ...] = (*STALE_FAULTS, "flapping")
 
 
+def namespace_of(pod: str) -> str:
+    """Return the target's own namespace.
+
+    Each target tells its own fault's story: in one namespace the same cause on the same
+    model would make the targets one fleet group, whose notification one pod posts.
+    """
+    return f"{NS}-{pod.rsplit('-', 1)[0]}"
+
+
 def subject(pod: str) -> Subject:
     """Return the subject a target's model is diagnosed as."""
-    return Subject(NS, MODEL, pod)
+    return Subject(namespace_of(pod), MODEL, pod)
 
 
 @dataclass
@@ -119,7 +128,9 @@ def settings(
     (books / "tell.yaml").write_text(TELL)
     return Settings(
         targets=[
-            TargetSettings(name=name, metrics_url=t.url, namespace=NS, pod=f"{name}-0")
+            TargetSettings(
+                name=name, metrics_url=t.url, namespace=namespace_of(f"{name}-0"), pod=f"{name}-0"
+            )
             for name, t in targets.items()
         ],
         scrape_interval_s=interval_s,
