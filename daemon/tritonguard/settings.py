@@ -292,6 +292,49 @@ class KubeSettings(BaseModel):
     identity: str | None = Field(
         default=None, description="This replica's name in the lease; default: the pod's hostname."
     )
+    advertise_url: str | None = Field(
+        default=None,
+        description="Where the other replicas reach this one's HTTP endpoint (the leader "
+        "publishes it on its Lease); default: http://$POD_IP:<listen port>.",
+    )
+    forward_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="A follower gives the leader this long to take a forwarded webhook post.",
+    )
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _advertise_url_is_a_base(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.username is not None
+            or parts.query
+            or parts.fragment
+            or any(c.isspace() for c in value.strip())
+        ):
+            raise ValueError(
+                f"kube.advertise_url must be a base URL such as http://10.0.0.7:9108, got {value!r}"
+            )
+        return value.strip().rstrip("/")
+
+    def advertised_url(self, listen_port: int, pod_ip: str | None = None) -> str | None:
+        """Return this replica's base URL for the others, or None when it cannot be known.
+
+        ``advertise_url`` when set; else the pod's IP (``pod_ip``, or the ``POD_IP``
+        environment variable the downward API sets) and the port the daemon listens on.
+        """
+        if self.advertise_url:
+            return self.advertise_url
+        ip = (pod_ip if pod_ip is not None else os.environ.get("POD_IP", "")).strip()
+        if not ip or listen_port == 0:
+            return None
+        return f"http://[{ip}]:{listen_port}" if ":" in ip else f"http://{ip}:{listen_port}"
 
     @model_validator(mode="after")
     def _election_needs_api(self) -> KubeSettings:

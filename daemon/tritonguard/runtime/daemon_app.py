@@ -35,6 +35,8 @@ from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.baseline_keeper import BaselineKeeper, baselines_path
 from tritonguard.runtime.http_server import HttpServer
+from tritonguard.runtime.leader_election import LeaderElector
+from tritonguard.runtime.leader_forwarding import LeaderForwarder
 from tritonguard.runtime.log_throttle import LogThrottle
 from tritonguard.runtime.playbook_reloader import ReloadState
 from tritonguard.runtime.pod_discovery import PodDiscovery, PodWatchApi
@@ -42,7 +44,7 @@ from tritonguard.runtime.self_metrics import SelfMetrics
 from tritonguard.runtime.shard_metrics import ShardMetrics
 from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.runtime.supervisor import Supervisor
-from tritonguard.settings import Settings, TargetSettings, split_listen
+from tritonguard.settings import Settings, TargetSettings, shard_lease_name, split_listen
 from tritonguard.sources.prometheus import PrometheusSource
 from tritonguard.sources.scrape import ScrapeSource
 from tritonguard.sources.source_status import PollResult, Source, SourceStatus
@@ -117,6 +119,11 @@ class PlaybookHooks(Protocol):
 
     def leadership(self) -> dict[str, Any] | None:
         """Return the leader-election state, or None when replicas do not elect a leader."""
+        ...
+
+    @property
+    def elector(self) -> LeaderElector | None:
+        """Return the leader elector (it publishes this replica's address), or None."""
         ...
 
     def explain_withheld(self, why: Callable[[Subject], str | None]) -> None:
@@ -809,6 +816,7 @@ class DaemonApp:
             on_alerts=self._handle_alerts,
             api_token=token,
             on_refused=self.metrics.count_refusal,
+            forwarder=self._leader_forwarder(token, port),
             max_body_bytes=api.max_body_bytes,
             read_timeout_s=api.read_timeout_s,
             max_json_depth=api.max_json_depth,
@@ -824,6 +832,38 @@ class DaemonApp:
             sup.add_cleanup("baselines", self.baselines.save)
         if self._playbooks is not None:
             sup.add_cleanup("playbooks", self._playbooks.close)
+
+    def _leader_forwarder(self, token: str | None, port: int) -> LeaderForwarder | None:
+        """Publish this replica's address on its Lease; forward posts it may not act on.
+
+        Without election every replica acts on what it receives; without a token the webhook
+        is off. With shards the posts go to every shard's leader (docs/sharding.md).
+        """
+        elector = self._playbooks.elector if self._playbooks is not None else None
+        if elector is None:
+            return None
+        if elector.advertise_url is None:
+            elector.advertise_url = self.settings.kube.advertised_url(port)
+        if token is None:
+            return None
+        shard = self.shard
+        base = elector.name.removesuffix(f"-shard-{shard.index}") if shard.sharded else ""
+        leases = (
+            [shard_lease_name(base, i) for i in range(shard.count)]
+            if shard.sharded
+            else [elector.name]
+        )
+        return LeaderForwarder(
+            elector.kube,
+            namespace=elector.namespace,
+            leases=leases,
+            own_lease=elector.name,
+            identity=elector.identity,
+            token=token,
+            leads=elector.is_leader,
+            timeout_s=self.settings.kube.forward_timeout_s,
+            registry=self.registry,
+        )
 
     def _log_webhook_state(self) -> None:
         endpoint = f"POST {WEBHOOK_PATH}"

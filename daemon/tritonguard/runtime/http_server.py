@@ -19,6 +19,7 @@ from tritonguard.runtime.alertmanager_webhook import (
     parse_webhook_body,
 )
 from tritonguard.runtime.api_auth import BearerToken, Refusal
+from tritonguard.runtime.leader_forwarding import FORWARDED_BY_HEADER, LeaderForwarder, answer
 from tritonguard.runtime.log_throttle import LogThrottle
 
 Readiness = Callable[[], tuple[bool, dict[str, Any]]]
@@ -50,6 +51,11 @@ class HttpServer:
     ``/api/alertmanager`` changes what playbooks may do, so it needs ``Authorization: Bearer
     <api_token>``: without a token configured it is off (404); a missing or wrong token gets
     401 before the body is read, is logged (never the token) and reported to ``on_refused``.
+
+    With a ``forwarder`` (replicas electing a leader) an accepted post is kept here too (this
+    replica may lead soon) and, unless this replica leads, forwarded to the leader, whose
+    answer it passes on: a 5xx when no leader kept it, so Alertmanager retries. A post another
+    replica forwarded is kept, never forwarded again, and answered 503 unless this one leads.
     """
 
     def __init__(
@@ -64,6 +70,7 @@ class HttpServer:
         on_alerts: AlertsCallback | None = None,
         api_token: str | None = None,
         on_refused: RefusedCallback | None = None,
+        forwarder: LeaderForwarder | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         read_timeout_s: float = READ_TIMEOUT_S,
         max_json_depth: int = MAX_JSON_DEPTH,
@@ -75,6 +82,7 @@ class HttpServer:
         self._on_alerts = on_alerts
         self._token = BearerToken(api_token) if api_token else None
         self._on_refused = on_refused
+        self._forwarder = forwarder
         self._max_json_depth = max_json_depth
         self._refusal_log = LogThrottle(REFUSAL_LOG_INTERVAL_S)
         self._listener = HttpListener(
@@ -180,7 +188,28 @@ class HttpServer:
             return _json(400, {"error": str(exc)})
         if self._on_alerts is not None:
             await self._on_alerts(alerts)
-        return _json(200, {"received": len(alerts)})
+        forwarder = self._forwarder
+        if forwarder is None:
+            return _json(200, {"received": len(alerts)})
+        forwarded_by = request.headers.get(FORWARDED_BY_HEADER.lower())
+        if forwarded_by is not None:
+            # One hop at most: whoever gets a forwarded post keeps it or says it did not.
+            if forwarder.keeps_forwarded():
+                return _json(200, {"received": len(alerts)})
+            return _json(
+                503,
+                {
+                    "error": f"replica {forwarder.identity} does not hold the leader lease "
+                    f"{forwarder.own_lease}; a post forwarded by {forwarded_by} is not "
+                    "forwarded again",
+                    "received": len(alerts),
+                },
+            )
+        deliveries = await forwarder.forward(request.body)
+        if not deliveries:
+            return _json(200, {"received": len(alerts)})
+        status, body = answer(len(alerts), deliveries)
+        return _json(status, body)
 
 
 def _json(status: int, value: Any) -> HttpReply:

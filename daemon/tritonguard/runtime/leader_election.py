@@ -23,6 +23,7 @@ from tritonguard.core.run_handover import (
 )
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore, handed_event
+from tritonguard.runtime.leader_forwarding import ADDRESS_ANNOTATION, encode_address
 
 # Where an approval's Slack thread is, for the next leader (``SlackThreads.handover``).
 ThreadOf = Callable[[str, str], dict[str, Any] | None]
@@ -43,6 +44,9 @@ class LeaderElector:
     them into their own audit store, so a replica that takes over honours the cooldowns,
     rate limits, budget and reload history of the one before. A replica that cannot reach the
     API stops acting once its renew deadline passes, before anyone else may take over.
+
+    With ``advertise_url`` the holder also publishes where it is reached, so followers can
+    forward it the Alertmanager posts the Service hands them (``leader_forwarding``).
     """
 
     def __init__(
@@ -65,6 +69,8 @@ class LeaderElector:
         self.holder: str | None = None
         self.last_error: str | None = None
         self.adopted = 0
+        # This replica's base URL for the others; None publishes no address.
+        self.advertise_url: str | None = None
         # The Slack side of approval handover (``SlackThreads``), wired by the service.
         self.thread_of: ThreadOf = lambda _incident, _approval: None
         self.take_thread: Callable[[HandedApproval], None] = lambda _approval: None
@@ -166,10 +172,13 @@ class LeaderElector:
                 annotation=VERIFICATIONS_ANNOTATION,
             )
         self._left_out = left_out
-        return {
+        annotations = {
             ANNOTATION: encode_runs(self.store.history(now - WINDOW_S), now),
             VERIFICATIONS_ANNOTATION: pending,
         }
+        if self.advertise_url:
+            annotations[ADDRESS_ANNOTATION] = encode_address(self.identity, self.advertise_url)
+        return annotations
 
     async def _adopt(self) -> None:
         lease = await self.kube.read_lease(self.namespace, self.name)
