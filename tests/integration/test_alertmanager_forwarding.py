@@ -312,3 +312,42 @@ async def test_a_leader_advertising_the_follower_makes_one_hop_and_no_loop(
         assert delivery["status"] == 503 and delivery["outcome"] == "refused"
         assert b.metric(FIRING, status="firing") == 2
         assert a.metric(FIRING, status="firing") == 0
+
+
+async def test_with_shards_the_receiving_pod_forwards_to_every_shards_leader(
+    tmp_path: Path, kubeconfig: Path, fake_kube: FakeKube, alertmanager: StartAlertmanager
+) -> None:
+    """Two shards, three pods: Alertmanager posts to shard 0's follower only.
+
+    Shard 0's leader and shard 1's leader both keep the alert (each from its own Lease);
+    with shard 1's leader out of reach, Alertmanager is answered 503 and retries.
+    """
+    gate = free_port()
+    lead0 = Replica(tmp_path, kubeconfig, "tritonguard-0", shards=2)
+    lead1 = Replica(
+        tmp_path, kubeconfig, "tritonguard-1", shards=2, advertise=f"http://127.0.0.1:{gate}"
+    )
+    follower0 = Replica(tmp_path, kubeconfig, "tritonguard-2", shards=2)
+    async with (
+        serving(lead0, lead=True),
+        serving(lead1, lead=True),
+        serving(follower0, lead=False),
+    ):
+        lease = fake_kube.get_object("Lease", HOME, "tritonguard-leader-shard-1")
+        assert lease is not None
+        assert f"127.0.0.1:{gate}" in lease["metadata"]["annotations"][ADDRESS_ANNOTATION]
+        am = await asyncio.to_thread(alertmanager, _config(follower0.base, _credentials(tmp_path)))
+        await asyncio.to_thread(am.post_alerts, [_alert()])
+        await wait_until(lambda: lead0.service.alerts.count == 1, timeout_s=30)
+        await wait_until(lambda: am.metric(REQUESTS_FAILED) >= 2, timeout_s=30)
+        assert lead1.service.alerts.count == 0
+        assert "unexpected status code 503" in am.log_tail(400)
+
+        relay = await _relay(gate, lead1.port)
+        try:
+            await wait_until(lambda: lead1.service.alerts.count == 1, timeout_s=40)
+        finally:
+            relay.close()
+            await relay.wait_closed()
+        assert follower0.service.alerts.count == 1
+        assert lead0.metric(FORWARDS, outcome="delivered") == 0
