@@ -13,8 +13,24 @@ from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import OWNER_ACTIONS
+from tritonguard.core.guards import Decision as GuardDecision
 from tritonguard.core.guards import GuardSettings, RunRecord, decide, model_key, step_dry_run
 from tritonguard.core.playbook_model import Playbook, Step
+
+
+@dataclass(frozen=True, slots=True)
+class GroupReliance:
+    """A pod's run that relies on its fleet group's change of owner, made by another pod.
+
+    The rate limit (or the budget) would have skipped it; it runs only so that its scale is
+    skipped as covered by the group's raise and holds that raise's restore until it resolves
+    too. It may make no change of its own: a scale the raise does not cover, and every other
+    change step, is skipped for ``held_back`` (the guard's reason).
+    """
+
+    incident_id: str
+    guard: str
+    held_back: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +39,14 @@ class RunPlaybook:
 
     ``dry_run`` is the run's mode (that of what it would change) and the mode of its
     remediation steps; ``notify_dry_run`` is the mode of its notification steps.
+    ``relies`` is set for a pod that relies on its group's raise (:class:`GroupReliance`).
     """
 
     incident: IncidentEvent
     playbook: Playbook
     dry_run: bool
     notify_dry_run: bool | None = None
+    relies: GroupReliance | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +379,9 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             leader_elsewhere=ctx.leader_elsewhere,
             notify_only=ctx.notify_only(book),
         )
+        relies = _relies_on_group(event, book, verdict, work)
+        if relies is not None:
+            verdict = replace(verdict, allowed=True, guard="", reason=relies.held_back)
         if not verdict.allowed:
             skip = (event.incident_id, book.name, verdict.guard)
             if skip not in work.skipped:
@@ -381,8 +402,43 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             )
         )
         notify_dry = step_dry_run(ctx.settings, book.guards, notify=True)
-        out.append(RunPlaybook(event, book, verdict.dry_run, notify_dry))
+        out.append(RunPlaybook(event, book, verdict.dry_run, notify_dry, relies))
     return out
+
+
+# Guards that count runs: a group's pods share one raise, so these must not starve them.
+_SHARED_GUARDS = frozenset({"rate", "budget"})
+
+
+def _relies_on_group(
+    event: IncidentEvent, book: Playbook, verdict: GuardDecision, work: _Working
+) -> GroupReliance | None:
+    """Return how a pod relies on its group's raise when only a counting guard stops it.
+
+    Pods of a fleet group each run a playbook that scales the owner, one at a time; after
+    the first raise each later run is covered by it and changes nothing, yet every run
+    counts toward ``max_runs_per_hour``. A pod the rate (or the budget) stops while another
+    pod of its group ran the playbook still relies on that raise: without a restore of its
+    own filed, the raise would be put back when the pods that ran resolve, under this one.
+    So it runs, held to changing nothing (:class:`GroupReliance`). In dry-run nothing is
+    raised and nothing covers, so a plan keeps its guards.
+    """
+    g = event.group
+    if (
+        g is None
+        or verdict.allowed
+        or verdict.dry_run
+        or verdict.guard not in _SHARED_GUARDS
+        or not any(s.action in OWNER_ACTIONS for s in book.all_steps())
+    ):
+        return None
+    ran = next(
+        (i for i in g.incidents if i != event.incident_id and (i, book.name) in work.done),
+        None,
+    )
+    if ran is None:
+        return None
+    return GroupReliance(ran, verdict.guard, verdict.reason)
 
 
 def _told_for_group(event: IncidentEvent, book: Playbook, work: _Working) -> str | None:

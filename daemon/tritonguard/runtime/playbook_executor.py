@@ -32,8 +32,10 @@ from tritonguard.clients.ports import KubeApi, SlackApi, TritonApi
 from tritonguard.core.action_records import ActionRecord, Phase, Status
 from tritonguard.core.config_patch import Change, reverse_patch
 from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.fleet_groups import OWNER_ACTIONS
 from tritonguard.core.guards import RunRecord, merge_bounds, model_key, scale_target
 from tritonguard.core.playbook_decisions import (
+    GroupReliance,
     PendingApproval,
     PendingIntent,
     PendingVerification,
@@ -123,6 +125,18 @@ class _Covered(ActionFailed):
     def __init__(self, incident_id: str, undo: PendingUndo, on_resolve: bool) -> None:
         super().__init__(f"already scaled by incident {incident_id}; its restore covers this one")
         self.undo, self.on_resolve = undo, on_resolve
+
+
+class _HeldBack(ActionFailed):
+    """A change a run relying on its fleet group's raise may not make (``GroupReliance``)."""
+
+    def __init__(self, relies: GroupReliance) -> None:
+        super().__init__(
+            f"this run relies on the fleet group's raise by incident {relies.incident_id}, "
+            f"which does not cover this change; a change of its own is held back by "
+            f"{relies.guard}: {relies.held_back}"
+        )
+        self.guard = relies.guard
 
 
 class _InFlight(ActionFailed):
@@ -262,18 +276,25 @@ class PlaybookExecutor:
         dry_run: bool,
         now: float,
         notify_dry_run: bool | None = None,
+        *,
+        relies: GroupReliance | None = None,
     ) -> list[ActionRecord]:
         """Run (or plan) every step of ``book`` for ``event`` decided at ``now`` (after begin).
 
         ``dry_run`` is the mode of remediation steps, ``notify_dry_run`` (unset: the same)
         that of notification steps. A plan is dated ``now``; a real run dates each step when
-        it finishes, since a verify step waits.
+        it finishes, since a verify step waits. A run that ``relies`` on its fleet group's
+        raise changes nothing: its scales are covered by that raise, or skipped.
         """
         notify_dry = dry_run if notify_dry_run is None else notify_dry_run
         if dry_run and notify_dry:
             return await self._plan(book, event, now)
         return await self._execute(
-            book, event, now, lambda step: notify_dry if self.notifies(step) else dry_run
+            book,
+            event,
+            now,
+            lambda step: notify_dry if self.notifies(step) else dry_run,
+            relies=relies,
         )
 
     def _context(self, book: Playbook, event: IncidentEvent, dry_run: bool) -> ActionContext:
@@ -435,11 +456,16 @@ class PlaybookExecutor:
         *,
         undos: list[PendingUndo] | None = None,
         approved: PendingApproval | None = None,
+        relies: GroupReliance | None = None,
     ) -> list[ActionRecord]:
         """Run the steps of ``book``, from the approved step on when ``approved`` is given.
 
         A step that needs approval ends the run here: it is written down as waiting and the
         run goes on from it once someone approves (:meth:`resume_approved`).
+
+        A run that ``relies`` on its group's raise asks nobody: a scale in it is covered by
+        that raise or skipped, never made. Any other change step ends it, skipped for the
+        guard that held it back; notifications and checks run.
         """
         records: list[ActionRecord] = []
         ctx = self._context(book, event, False)
@@ -470,10 +496,17 @@ class PlaybookExecutor:
                 failure = exc
                 records.append(self._refused(event, book, step, False, exc, now))
                 break
-            if step.needs_approval and (approved is None or index != approved.step_index):
+            action = self.actions[step.action]
+            if relies is not None and action.kind == "change" and step.action not in OWNER_ACTIONS:
+                records.append(self._held_back(event, book, step, rendered, _HeldBack(relies)))
+                break
+            if (
+                step.needs_approval
+                and relies is None
+                and (approved is None or index != approved.step_index)
+            ):
                 records.append(self._ask_approval(event, book, index, step, rendered, undos))
                 return records
-            action = self.actions[step.action]
             verification = (
                 self._begin_verification(event, book, params, undos)
                 if action.kind == "check"
@@ -484,7 +517,14 @@ class PlaybookExecutor:
             step_ctx = replace(
                 ctx,
                 intend=functools.partial(
-                    self._intend, event, book.name, step.action, list(undos), intents, raising
+                    self._intend,
+                    event,
+                    book.name,
+                    step.action,
+                    list(undos),
+                    intents,
+                    raising,
+                    relies,
                 ),
             )
             try:
@@ -493,6 +533,10 @@ class PlaybookExecutor:
                 self._release(raising)
                 records.append(self._covered(event, book, step, rendered, exc))
                 continue
+            except _HeldBack as exc:
+                # Nothing changed, so nothing is rolled back and nothing escalates.
+                records.append(self._held_back(event, book, step, rendered, exc))
+                break
             except BoundsExceeded as exc:
                 failure = _Failed("skipped", "bounds", str(exc))
             except ActionFailed as exc:
@@ -596,6 +640,7 @@ class PlaybookExecutor:
         earlier: list[PendingUndo],
         intents: list[int],
         raising: list[tuple[str, ...]],
+        relies: GroupReliance | None,
         undo: UndoStep,
     ) -> None:
         """Write a change step's undo down before its call (``ActionContext.intend``).
@@ -604,6 +649,7 @@ class PlaybookExecutor:
         fails before its call, with the reason. A scale of an object another incident's
         pending undo already puts back changes nothing either (:class:`_Covered`), and one
         of an object another incident's scale is writing now waits for that (:class:`_InFlight`).
+        A run relying on its group's raise makes no change that raise does not cover.
         """
         target = scale_target(undo.action, undo.params)
         if target is not None:
@@ -612,16 +658,18 @@ class PlaybookExecutor:
                     raise _Covered(other, held, undo.on_resolve)
             busy = self._raising.get(target)
             # A writer whose task ended without settling (a bug) must not hold the object.
-            if busy is not None and (busy.task is None or not busy.task.done()):
-                if busy.incident_id != event.incident_id:
-                    raise _InFlight(busy.incident_id, busy.settled)
-            else:
-                self._raising[target] = _Raising(
-                    event.incident_id,
-                    asyncio.current_task(),
-                    asyncio.get_running_loop().create_future(),
-                )
-                raising.append(target)
+            live = busy is not None and (busy.task is None or not busy.task.done())
+            if busy is not None and live and busy.incident_id != event.incident_id:
+                raise _InFlight(busy.incident_id, busy.settled)
+        if relies is not None:
+            raise _HeldBack(relies)
+        if target is not None and not live:
+            self._raising[target] = _Raising(
+                event.incident_id,
+                asyncio.current_task(),
+                asyncio.get_running_loop().create_future(),
+            )
+            raising.append(target)
         try:
             intent_id = self.store.begin_intent(
                 event,
@@ -678,6 +726,21 @@ class PlaybookExecutor:
             else:
                 entry.settled.set_result(None)
         raising.clear()
+
+    def _held_back(
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        step: Step,
+        rendered: dict[str, Any],
+        held: _HeldBack,
+    ) -> ActionRecord:
+        """Record a change a run relying on its group's raise may not make, for its guard."""
+        rec = self._step_record(
+            event, book, step, rendered, failure=_Failed("skipped", held.guard, str(held))
+        )
+        self.store.record(rec)
+        return rec
 
     def _settled(self, intents: list[int]) -> None:
         """Forget the intents of a step whose outcome is on file; tell the next leader."""

@@ -156,7 +156,9 @@ class PlaybookStage:
                     self._report(e.subject, [rec])
                 case RunPlaybook(incident=e, playbook=book, dry_run=dry):
                     ex.begin(book, e, dry, now)
-                    run = functools.partial(ex.run, book, e, dry, now, decision.notify_dry_run)
+                    run = functools.partial(
+                        ex.run, book, e, dry, now, decision.notify_dry_run, relies=decision.relies
+                    )
                     self._chain(result, e, run)
                 case HandOver(resolved=old, successor=new):
                     self._chain(result, old, functools.partial(_at_once, ex.hand_over, old, new))

@@ -1,0 +1,106 @@
+"""A fleet group's pod past the rate relies on its group's raise instead of being skipped."""
+
+from __future__ import annotations
+
+from tests.playbook_harness import incident
+from tests.unit.test_playbook_decisions import ctx
+from tritonguard.actions.registry import catalog
+from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.fleet_groups import FleetGroups
+from tritonguard.core.guards import GuardSettings, RunRecord, model_key
+from tritonguard.core.playbook_decisions import (
+    Ledger,
+    RunPlaybook,
+    SkipPlaybook,
+    decide_step,
+)
+from tritonguard.core.playbook_model import Playbook, load_playbooks_text
+
+LIVE = GuardSettings(dry_run=False)
+
+SCALE = """
+name: scale
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, cooldown: 30m, max_runs_per_hour: 1}
+steps:
+  - action: kubernetes.scale
+    params: {add: 1}
+"""
+
+
+def _book(text: str = SCALE) -> Playbook:
+    return load_playbooks_text(text, "inline.yaml", catalog())[0]
+
+
+def _group(pods: list[str]) -> list[IncidentEvent]:
+    """Return the pods' openings of one group (one model, cause and unnamed workload)."""
+    return FleetGroups().observe([incident(pod=p, at=5000.0, incident_id=f"inc-{p}") for p in pods])
+
+
+def _ran(event: IncidentEvent, at: float = 4990.0, *, dry: bool = False) -> RunRecord:
+    return RunRecord("scale", event.subject.key(), model_key(event.subject), at, dry, False)
+
+
+def test_a_pod_past_the_rate_relies_on_the_pod_of_its_group_that_ran() -> None:
+    """The rate would skip pod b; pod a of its group ran, so b runs relying on a's raise."""
+    a, b = _group(["a", "b"])
+    ledger = Ledger(done=frozenset({(a.incident_id, "scale")}), history=(_ran(a),))
+    out = decide_step([], [a, b], ctx([_book()], ledger, settings=LIVE))
+    [run] = [d for d in out if isinstance(d, RunPlaybook)]
+    assert run.incident.incident_id == b.incident_id
+    assert run.relies is not None and run.relies.incident_id == a.incident_id
+    assert run.relies.guard == "rate"
+    assert "max_runs_per_hour 1" in run.relies.held_back
+
+
+def test_a_group_whose_no_pod_ran_keeps_the_rate() -> None:
+    """Runs on other workloads used the rate: no pod of this group relies on anything."""
+    a, b = _group(["a", "b"])
+    elsewhere = RunRecord("scale", "prod/resnet/other-0", "prod/resnet", 4990.0, False, False)
+    ledger = Ledger(history=(elsewhere,))
+    out = decide_step([], [a, b], ctx([_book()], ledger, settings=LIVE))
+    assert [(d.incident.incident_id, d.guard) for d in out if isinstance(d, SkipPlaybook)] == [
+        (a.incident_id, "rate"),
+        (b.incident_id, "rate"),
+    ]
+    assert not [d for d in out if isinstance(d, RunPlaybook)]
+
+
+def test_a_plan_keeps_the_rate() -> None:
+    """In dry-run nothing is raised, so nothing covers: the rate skips the plan as before."""
+    a, b = _group(["a", "b"])
+    ledger = Ledger(done=frozenset({(a.incident_id, "scale")}), history=(_ran(a, dry=True),))
+    dry = _book(SCALE.replace("dry_run: false", "dry_run: true"))
+    out = decide_step([], [a, b], ctx([dry], ledger, settings=LIVE))
+    [skip] = [d for d in out if isinstance(d, SkipPlaybook)]
+    assert (skip.incident.incident_id, skip.guard) == (b.incident_id, "rate")
+    assert not [d for d in out if isinstance(d, RunPlaybook)]
+
+
+def test_the_cooldown_of_the_pod_itself_still_holds() -> None:
+    """Only the guards that count runs give way: a pod in its own cooldown stays skipped."""
+    a, b = _group(["a", "b"])
+    ledger = Ledger(
+        done=frozenset({(a.incident_id, "scale")}), history=(_ran(a), _ran(b, at=4000.0))
+    )
+    out = decide_step([], [a, b], ctx([_book()], ledger, settings=LIVE))
+    [skip] = [d for d in out if isinstance(d, SkipPlaybook)]
+    assert (skip.incident.incident_id, skip.guard) == (b.incident_id, "cooldown")
+
+
+def test_a_playbook_without_a_change_of_owner_relies_on_nothing() -> None:
+    """A reload per pod is no shared raise: the rate skips it."""
+    text = """
+name: scale
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, max_runs_per_hour: 1}
+steps:
+  - action: triton.update_config
+    params: {set: {dynamic_batching.max_queue_delay_microseconds: 500}}
+"""
+    a, b = _group(["a", "b"])
+    ledger = Ledger(done=frozenset({(a.incident_id, "scale")}), history=(_ran(a),))
+    out = decide_step([], [a, b], ctx([_book(text)], ledger, settings=LIVE))
+    [skip] = [d for d in out if isinstance(d, SkipPlaybook)]
+    assert (skip.incident.incident_id, skip.guard) == (b.incident_id, "rate")
+    assert not [d for d in out if isinstance(d, RunPlaybook)]
