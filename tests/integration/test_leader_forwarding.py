@@ -166,3 +166,31 @@ async def test_a_replica_named_on_the_lease_that_may_not_act_posts_to_nobody(
     [delivery] = await _forwarder(kube).forward(BODY)
     assert delivery.outcome == "no_leader" and "renewal is overdue" in delivery.detail
     assert await _forwarder(kube, leads=True).forward(BODY) == []
+
+
+async def test_a_redirect_is_not_followed_with_the_token(kube: KubernetesClient) -> None:
+    """A leader's address answering 307 elsewhere gets no second post: the token stays put.
+
+    The forwarded post carries the daemon's bearer token; only the address on the Lease may
+    receive it. The 307 is the leader's answer (a refusal), and the other server sees nothing.
+    """
+    elsewhere: list[bytes] = []
+
+    async def other(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        elsewhere.append(await reader.read(65536))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+    async with _server(other) as target:
+
+        async def moved(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(65536)
+            head = f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}/api/alertmanager\r\n"
+            writer.write(f"{head}Content-Length: 0\r\n\r\n".encode())
+            await writer.drain()
+
+        async with _server(moved) as url:
+            await _lead(kube, "tritonguard-a", url)
+            [delivery] = await _forwarder(kube, timeout_s=5.0).forward(BODY)
+    assert (delivery.outcome, delivery.status) == ("refused", 307)
+    assert elsewhere == []

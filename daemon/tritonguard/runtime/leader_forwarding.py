@@ -12,19 +12,16 @@ the post (each keeps what it is sent; alerts about other shards' pods never matc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import re
-import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter
 
 from tritonguard.clients.kubernetes_api import KubernetesError
 from tritonguard.clients.ports import LeaseApi
+from tritonguard.clients.webhook_post import PostError, post_json
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH
 from tritonguard.runtime.log_throttle import LogThrottle
@@ -37,13 +34,11 @@ ADDRESS_ANNOTATION = "tritonguard.io/leader-address"
 FORWARDED_BY_HEADER = "X-Tritonguard-Forwarded-By"
 # The leader answers with a short JSON object; anything longer is cut, never held whole.
 MAX_REPLY_BYTES = 64 * 1024
-_MAX_HEADER_LINES = 100
 # A replica forwarding to a dead leader would log every post; once a minute per cause is enough.
 FAILURE_LOG_INTERVAL_S = 60.0
 # Refusals that say the replicas disagree (another token, the webhook off on the leader, a
 # body the leader timed out on), not that the alert is bad: Alertmanager should try again.
 _RETRYABLE_REFUSALS = frozenset({401, 403, 404, 408})
-_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9]{2})(?: [^\r\n]*)?\r?\n")
 
 Outcome = Literal["delivered", "refused", "unreachable", "no_leader"]
 OUTCOMES: tuple[Outcome, ...] = ("delivered", "refused", "unreachable", "no_leader")
@@ -133,65 +128,12 @@ async def post_to(
     *,
     max_reply_bytes: int = MAX_REPLY_BYTES,
 ) -> tuple[int, bytes]:
-    """POST ``body`` to ``base_url`` + the webhook path; return (status, reply).
-
-    One request per connection (``Connection: close``), so the reply ends with its
-    Content-Length or the connection's close; the caller bounds the time.
-    """
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ForwardError(f"not an http(s) base URL: {base_url!r}")
+    """POST ``body`` to ``base_url`` + the webhook path; return (status, reply), reply bounded."""
+    url = f"{base_url.rstrip('/')}{WEBHOOK_PATH}"
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ForwardError(f"bad port in {base_url!r}") from None
-    head = [
-        f"POST {parts.path.rstrip('/')}{WEBHOOK_PATH} HTTP/1.1",
-        f"Host: {parts.netloc}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in headers.items()),
-    ]
-    if any(c in line for line in head for c in "\r\n\0"):
-        raise ForwardError("a header would carry a line break")
-    tls = ssl.create_default_context() if parts.scheme == "https" else None
-    try:
-        reader, writer = await asyncio.open_connection(parts.hostname, port, ssl=tls)
-    except OSError as exc:
-        raise ForwardError(f"cannot connect to {parts.netloc}: {exc}") from None
-    try:
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-        await writer.drain()
-        return await _read_reply(reader, max_reply_bytes)
-    except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
-        # ValueError: a line longer than the stream's limit.
-        raise ForwardError(f"{parts.netloc}: {type(exc).__name__}: {exc}") from None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
-async def _read_reply(reader: asyncio.StreamReader, max_reply_bytes: int) -> tuple[int, bytes]:
-    match = _STATUS_LINE.fullmatch(await reader.readline())
-    if match is None:
-        raise ForwardError("the answer is not HTTP/1.x")
-    status = int(match[1])
-    length: int | None = None
-    for _ in range(_MAX_HEADER_LINES):
-        line = await reader.readline()
-        if line in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length" and value.strip().isdigit():
-            length = int(value.strip())
-    else:
-        raise ForwardError(f"the answer has more than {_MAX_HEADER_LINES} header lines")
-    if length is not None and length <= max_reply_bytes:
-        return status, await reader.readexactly(length)
-    # No length (or too long): read what fits; the status is what matters.
-    return status, await reader.read(max_reply_bytes)
+        return await post_json(url, body, headers, max_reply_bytes=max_reply_bytes)
+    except PostError as exc:
+        raise ForwardError(str(exc)) from None
 
 
 class LeaderForwarder:
