@@ -84,7 +84,11 @@ class _Fleet:
     """The engine's side: open incidents annotated with their fleet groups, one step each."""
 
     def __init__(self, kube: FakeKube, slack: FakeSlack) -> None:
-        self.groups = FleetGroups(pods_of=lambda ns, model: 4)
+        # Discovery names each pod's owner, as it does in the daemon.
+        self.groups = FleetGroups(
+            workload_of=lambda ns, pod: f"Deployment/{pod.rsplit('-', 2)[0]}",
+            pods_of=lambda ns, model: 4,
+        )
         self.open: dict[str, IncidentEvent] = {}
         self.store = AuditStore()
         self.stage: PlaybookStage = stage(
@@ -193,4 +197,29 @@ async def test_a_pod_relying_on_its_group_makes_no_raise_of_its_own(
     late = await fleet.step([_opening(PODS[2])], 5015.0)
     assert (PODS[2], "kubernetes.scale", "skipped:rate") in late
     assert kube.replicas("Deployment", "prod", "triton") == 3
+    await threads.close()
+
+
+async def test_an_open_group_uses_the_rate_of_other_workloads_once(
+    kube: FakeKube, slack: FakeSlack
+) -> None:
+    """After the four pods' runs (one raise), other-a may still raise; other-b, third, not.
+
+    While the group is open its runs after the first are covered and count once for other
+    workloads; they still count for its own pods, and the third distinct raise is stopped.
+    """
+    _keda(kube)
+    fleet = _Fleet(kube, slack)
+    threads = attach(fleet.stage, slack)
+    await fleet.step([_opening(pod) for pod in PODS], 5000.0)
+    for now in (5005.0, 5010.0, 5015.0):
+        await fleet.step([], now)
+    assert _floor(kube) == 3
+    ran = await fleet.step([_opening("other-a-7f8e-p1", model="other-a")], 5020.0)
+    assert ("other-a-7f8e-p1", "kubernetes.scale", "ran") in ran
+    assert kube.replicas("Deployment", "prod", "other-a") == 3
+    assert await fleet.step([_opening("other-b-7f8e-p1", model="other-b")], 5025.0) == [
+        ("other-b-7f8e-p1", "*", "skipped:rate")
+    ]
+    assert kube.replicas("Deployment", "prod", "other-b") == 2
     await threads.close()

@@ -34,7 +34,9 @@ def _book(text: str = SCALE) -> Playbook:
 
 def _group(pods: list[str]) -> list[IncidentEvent]:
     """Return the pods' openings of one group (one model, cause and unnamed workload)."""
-    return FleetGroups().observe([incident(pod=p, at=5000.0, incident_id=f"inc-{p}") for p in pods])
+    return FleetGroups().observe(
+        [incident(pod=p, at=5000.0, opened_at=4900.0, incident_id=f"inc-{p}") for p in pods]
+    )
 
 
 def _ran(event: IncidentEvent, at: float = 4990.0, *, dry: bool = False) -> RunRecord:
@@ -104,3 +106,47 @@ steps:
     [skip] = [d for d in out if isinstance(d, SkipPlaybook)]
     assert (skip.incident.incident_id, skip.guard) == (b.incident_id, "rate")
     assert not [d for d in out if isinstance(d, RunPlaybook)]
+
+
+def _named_group(pods: list[str]) -> list[IncidentEvent]:
+    """Return the pods' openings of one group whose workload discovery names."""
+    groups = FleetGroups(workload_of=lambda ns, pod: "Deployment/triton")
+    return groups.observe(
+        [incident(pod=p, at=5000.0, opened_at=4900.0, incident_id=f"inc-{p}") for p in pods]
+    )
+
+
+def _rate_of_a_lone_incident(group: list[IncidentEvent], max_runs: int) -> list[str]:
+    """Return the guards that skip a lone incident on another model after the group's runs."""
+    text = SCALE.replace("max_runs_per_hour: 1", f"max_runs_per_hour: {max_runs}")
+    lone = incident(model="bert", pod="bert-0", at=5000.0, incident_id="inc-bert")
+    ledger = Ledger(
+        done=frozenset((e.incident_id, "scale") for e in group),
+        history=tuple(_ran(e, at=4990.0 + i) for i, e in enumerate(group)),
+    )
+    out = decide_step([], [*group, lone], ctx([_book(text)], ledger, settings=LIVE))
+    return [d.guard for d in out if isinstance(d, SkipPlaybook) and d.incident is lone]
+
+
+def test_an_open_group_with_a_named_workload_counts_once_for_others() -> None:
+    """Three runs of one group count as one: a lone incident under max 2 still runs."""
+    assert _rate_of_a_lone_incident(_named_group(["a", "b", "c"]), 2) == []
+    assert _rate_of_a_lone_incident(_named_group(["a", "b", "c"]), 1) == ["rate"]
+
+
+def test_a_group_without_a_named_workload_counts_every_run() -> None:
+    """Pods of two workloads may share such a group, so each run may be a raise: all count."""
+    assert _rate_of_a_lone_incident(_group(["a", "b", "c"]), 2) == ["rate"]
+
+
+def test_a_groups_own_pods_count_every_run_of_it() -> None:
+    """Pod c of a group whose a and b ran meets the rate as before: it may only rely."""
+    a, b, c = _named_group(["a", "b", "c"])
+    ledger = Ledger(
+        done=frozenset({(a.incident_id, "scale"), (b.incident_id, "scale")}),
+        history=(_ran(a), _ran(b, at=4995.0)),
+    )
+    text = SCALE.replace("max_runs_per_hour: 1", "max_runs_per_hour: 2")
+    out = decide_step([], [a, b, c], ctx([_book(text)], ledger, settings=LIVE))
+    [run] = [d for d in out if isinstance(d, RunPlaybook)]
+    assert run.incident is c and run.relies is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tritonguard.core.config_patch import DEFAULT_BOUNDS, Bound
@@ -81,6 +81,7 @@ def decide(
     settings: GuardSettings,
     leader_elsewhere: str | None = None,
     notify_only: bool = False,
+    uncounted: Collection[RunRecord] = (),
 ) -> Decision:
     """Decide whether ``playbook`` may run on ``subject`` at ``now``.
 
@@ -93,6 +94,10 @@ def decide(
     The run's mode is that of what it would change: a playbook with any remediation step
     follows the remediation switch, one of notifications only (``notify_only``) the
     notification switch; the executor then decides each step by its own kind.
+
+    ``uncounted`` runs count toward neither the rate nor the budget: the later runs of an
+    open fleet group's pods, which share the group's one change of owner
+    (``playbook_decisions``). They still hold their own pod's cooldown.
     """
     dry = step_dry_run(settings, guards, notify=notify_only)
     skey, mkey = subject.key(), model_key(subject)
@@ -131,7 +136,8 @@ def decide(
                 f"{mkey} was reloaded by {last_reload.playbook} {now - last_reload.at:.0f}s ago; "
                 f"waiting out cooldown {guards.cooldown:.0f}s to avoid a reload loop",
             )
-    hour = [r for r in same_mode if now - r.at < HOUR_S]
+    skip = set(uncounted)
+    hour = [r for r in same_mode if now - r.at < HOUR_S and r not in skip]
     runs = sum(1 for r in hour if r.playbook == playbook)
     if runs >= guards.max_runs_per_hour:
         return Decision(

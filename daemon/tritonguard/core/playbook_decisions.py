@@ -9,7 +9,7 @@ decided here, against a :class:`Ledger` read once per evaluation from the audit 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import OWNER_ACTIONS
@@ -270,6 +270,48 @@ class _Working:
     done: set[tuple[str, str]]
     skipped: set[tuple[str, str, str]]
     history: list[RunRecord]
+    # By open fleet group: its runs the rate and the budget of others do not count.
+    shared: Mapping[str, frozenset[RunRecord]] = field(default_factory=dict)
+
+    def uncounted(self, event: IncidentEvent) -> frozenset[RunRecord]:
+        """Return the runs not counted for ``event``: those of the other open groups."""
+        own = event.group.id if event.group is not None else None
+        return frozenset().union(*(r for gid, r in self.shared.items() if gid != own))
+
+
+def _shared_runs(
+    events: Sequence[IncidentEvent], ctx: StepContext
+) -> dict[str, frozenset[RunRecord]]:
+    """Return, by open fleet group, its runs of a change of owner after the first.
+
+    A group's pods share one workload and one raise of it: after the first pod's run the
+    others are covered by it (or rely on it) and change nothing, so while the group is open
+    its runs of such a playbook count once toward the rate and the budget of other
+    incidents, and one group does not use up the hour for other workloads. Its own pods
+    count every run, so a raise the group repeats (after a rollback) meets the rate as
+    before. Only groups whose workload discovery names count once: pods of two workloads in
+    one group would be two raises. Once the group resolves, each of its runs counts again
+    (the trail keeps no group), which errs on the safe side.
+    """
+    owners = {
+        b.name for b in ctx.playbooks if any(s.action in OWNER_ACTIONS for s in b.all_steps())
+    }
+    opened: dict[str, dict[str, float]] = {}
+    for e in events:
+        g = e.group
+        if g is not None and g.key.workload and e.event != "resolved":
+            opened.setdefault(g.id, {})[e.subject.key()] = e.opened_at
+    out: dict[str, frozenset[RunRecord]] = {}
+    for gid, members in opened.items():
+        runs: dict[str, list[RunRecord]] = {}
+        for r in ctx.ledger.history:
+            since = members.get(r.subject_key)
+            if r.playbook in owners and since is not None and r.at >= since:
+                runs.setdefault(r.playbook, []).append(r)
+        later = [r for mine in runs.values() for r in sorted(mine, key=lambda r: r.at)[1:]]
+        if later:
+            out[gid] = frozenset(later)
+    return out
 
 
 def decide_step(
@@ -307,7 +349,13 @@ def decide_step(
         ctx = replace(ctx, ledger=replace(ctx.ledger, busy=ctx.ledger.busy | restoring))
     out: list[Decision] = list(restores)
     ledger = ctx.ledger
-    work = _Working(set(ledger.done), set(ledger.skipped), list(ledger.history))
+    open_now = list(open_incidents)
+    work = _Working(
+        set(ledger.done),
+        set(ledger.skipped),
+        list(ledger.history),
+        _shared_runs([*transitions, *open_now], ctx),
+    )
     handed = successors(transitions)
     waiting = {e.subject.key(): e for e in ledger.awaiting}
     seen: set[str] = set()
@@ -324,7 +372,7 @@ def decide_step(
             out.append(HandOver(stranded, event))
         out.append(NoteOpen(event))
         out += _consider(event, ctx, work)
-    for event in open_incidents:
+    for event in open_now:
         if event.incident_id not in seen:
             out += _consider(event, ctx, work)
     for stranded in waiting.values():
@@ -378,6 +426,7 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             settings=ctx.settings,
             leader_elsewhere=ctx.leader_elsewhere,
             notify_only=ctx.notify_only(book),
+            uncounted=work.uncounted(event),
         )
         relies = _relies_on_group(event, book, verdict, work)
         if relies is not None:
