@@ -79,7 +79,7 @@ def _ts(s: Sample) -> float:
 
 
 def _noting_configs(engine: Engine, samples: Iterable[Sample]) -> Iterator[Sample]:
-    """Yield the metric samples; give the engine each config read and rollout the trace records.
+    """Yield the metric samples; give the engine each config read, rollout and ConfigMap change.
 
     The daemon gets these from the repository API and from discovery, so they are notes to
     the engine (``config_info.note_trace_info``), never series in its store.
