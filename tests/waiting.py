@@ -53,21 +53,50 @@ async def wait_for(
     *,
     what: str | None = None,
     poll_s: float = POLL_S,
+    ignoring: tuple[type[Exception], ...] = (),
 ) -> float:
     """Poll ``predicate`` until its value is true; return how long that took, in seconds.
 
     ``predicate`` may be a plain function or a coroutine function (its result is awaited).
-    Past ``timeout_s`` this fails with ``what`` (else the predicate's name or source) and the
-    last value the predicate gave.
+    An exception of a type in ``ignoring`` counts as a miss (as a daemon not yet listening
+    refuses a connection) and is the last value seen. Past ``timeout_s`` this fails with
+    ``what`` (else the predicate's name or source) and the last value the predicate gave.
     """
     started = time.monotonic()
     last: object = None
     # A check begun after the deadline does not count, so a timeout stays a bound.
     while time.monotonic() - started < timeout_s:
-        last = predicate()
-        if inspect.isawaitable(last):
-            last = await last
-        if last:
-            return time.monotonic() - started
+        try:
+            last = predicate()
+            if inspect.isawaitable(last):
+                last = await last
+        except ignoring as error:
+            last = error
+        else:
+            if last:
+                return time.monotonic() - started
         await asyncio.sleep(poll_s)
+    raise AssertionError(_missed(what or describe(predicate), timeout_s, last))
+
+
+def wait_for_blocking(
+    predicate: Callable[[], object],
+    timeout_s: float,
+    *,
+    what: str | None = None,
+    poll_s: float = POLL_S,
+    ignoring: tuple[type[Exception], ...] = (),
+) -> float:
+    """``wait_for`` for a test without an event loop: sleeps block, ``predicate`` is plain."""
+    started = time.monotonic()
+    last: object = None
+    while time.monotonic() - started < timeout_s:
+        try:
+            last = predicate()
+        except ignoring as error:
+            last = error
+        else:
+            if last:
+                return time.monotonic() - started
+        time.sleep(poll_s)
     raise AssertionError(_missed(what or describe(predicate), timeout_s, last))

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from tests import waiting
 from tests.fixtures_prometheus import free_port
 from tests.playbook_harness import StaticFeatures
 from tritonguard.core.action_records import ActionRecord
@@ -124,12 +125,7 @@ def notification(alerts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 async def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
     """Poll ``predicate`` until it holds, or fail."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
+    await waiting.wait_for(predicate, timeout_s, poll_s=0.05)
 
 
 @asynccontextmanager

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.fault_servers import Answer, FaultProxy, HoldAnswer, kube_status
@@ -115,11 +116,12 @@ def daemon(
 
 async def until_patched(cluster: Cluster, on: PlaybookStage) -> None:
     """Wait until the scale patch has reached the server while its answer is held."""
-    for _ in range(500):
-        if cluster.replicas() == 3 and on.executor.intending:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the scale did not reach the server")
+    await waiting.wait_for(
+        lambda: cluster.replicas() == 3 and on.executor.intending,
+        5.0,
+        what="the scale to reach the server",
+        poll_s=0.01,
+    )
 
 
 def flat(records: dict[str, list[ActionRecord]]) -> list[ActionRecord]:

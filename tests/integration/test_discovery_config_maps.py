@@ -15,10 +15,11 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tests.unit.test_rollout_changes import incident
 from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError
@@ -36,15 +37,6 @@ CONFIG = (
     "  max_queue_delay_microseconds: 500\n"
     "}\n"
 )
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 @contextlib.asynccontextmanager
@@ -111,9 +103,9 @@ async def test_a_kubectl_edit_of_a_mounted_config_map_is_named_by_incidents_on_i
     """The edited key and line, with the versions, reach the change of both mounting pods only."""
     _pods(fake_kube)
     async with daemon(fake_kube, tmp_path, watch=True) as app:
-        await _wait_for(lambda: len(app.known_targets()) == 3)
+        await waiting.wait_for(lambda: len(app.known_targets()) == 3, 10.0)
         discovery: Any = app.discovery
-        await _wait_for(lambda: len(discovery._config_maps) == 2)
+        await waiting.wait_for(lambda: len(discovery._config_maps) == 2, 10.0)
         before = fake_kube.get_object("configmaps", NS, "models-config")
         edited_at = time.time()
         await kubectl_edit(
@@ -129,7 +121,9 @@ async def test_a_kubectl_edit_of_a_mounted_config_map_is_named_by_incidents_on_i
         assert "150000" in after["data"]["config.pbtxt"]
         onset = edited_at + 30.0
         subjects = {pod: Subject(NS, "ranker", pod) for pod in ("triton-0", "triton-1")}
-        await _wait_for(lambda: all(app.engine.change_before(s, onset) for s in subjects.values()))
+        await waiting.wait_for(
+            lambda: all(app.engine.change_before(s, onset) for s in subjects.values()), 10.0
+        )
         assert app.engine.change_before(Subject(NS, "ranker", "triton-2"), onset) is None
         for subject in subjects.values():
             change = app.engine.change_before(subject, onset)
@@ -164,7 +158,7 @@ async def test_with_the_switch_off_no_config_map_is_read(
     """The shipped default grants and asks for no ConfigMap; an edit names nothing."""
     _pods(fake_kube)
     async with daemon(fake_kube, tmp_path, watch=False) as app:
-        await _wait_for(lambda: len(app.known_targets()) == 3)
+        await waiting.wait_for(lambda: len(app.known_targets()) == 3, 10.0)
         fake_kube.set_config_map(NS, "models-config", {"config.pbtxt": CONFIG + "# edited\n"})
         await asyncio.sleep(0.5)
         assert app.engine.change_before(Subject(NS, "ranker", "triton-0"), time.time()) is None

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.fault_servers import Answer, Fault, FaultProxy, HoldAnswer
 from tests.playbook_harness import StaticFeatures, handle, stage
 from tests.stalling_repo import install, load_started
@@ -237,7 +238,7 @@ async def test_a_load_stuck_in_initialize_is_replaced_by_the_previous_config(
             change = "{dynamic_batching.max_queue_delay_microseconds: 500}"
             on = reloader(model, change, via_proxy, clock)
             work = asyncio.ensure_future(handle(on, incident(model, clock[0])))
-            await until(lambda: load_started(stall), 30.0)
+            await waiting.wait_for(lambda: load_started(stall), 30.0, poll_s=0.05)
             # Stuck: the old model is still the one ready, with the old config.
             assert await direct.model_ready(model)
             assert essentials(await direct.model_config(model)) == before
@@ -247,7 +248,7 @@ async def test_a_load_stuck_in_initialize_is_replaced_by_the_previous_config(
     finally:
         stall.unlink(missing_ok=True)
     # Once initialize() returns, Triton finishes the stuck load, then the queued restore.
-    await until_async(lambda: _settled_on(direct, model, before), 60.0)
+    await waiting.wait_for(lambda: _settled_on(direct, model, before), 60.0, poll_s=0.2)
     assert await direct.model_ready(model)
     assert [(r.action, r.status) for r in records] == [("triton.update_config", "failed")]
     reason = records[0].reason
@@ -266,26 +267,6 @@ async def _settled_on(
             return False
         await asyncio.sleep(0.5)
     return True
-
-
-async def until(predicate: Callable[[], bool], timeout_s: float) -> None:
-    """Poll a synchronous ``predicate`` until it holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
-
-
-async def until_async(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
-    """Poll an asynchronous ``predicate`` until it holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 async def test_a_stuck_reload_does_not_hold_up_other_calls_to_the_same_server(
@@ -313,7 +294,7 @@ async def test_a_stuck_reload_does_not_hold_up_other_calls_to_the_same_server(
         stall.touch()
         try:
             stuck = on.step([incident("held", clock[0])], clock[0])
-            await until(lambda: load_started(stall), 30.0)
+            await waiting.wait_for(lambda: load_started(stall), 30.0, poll_s=0.05)
             read_started = time.monotonic()
             read = essentials(await reader.model_config("neighbour"))
             read_s = time.monotonic() - read_started
@@ -323,7 +304,7 @@ async def test_a_stuck_reload_does_not_hold_up_other_calls_to_the_same_server(
         finally:
             stall.unlink(missing_ok=True)
         after = essentials(await reader.model_config("neighbour"))
-        await until_async(lambda: _settled_on(reader, "held", held_before), 60.0)
+        await waiting.wait_for(lambda: _settled_on(reader, "held", held_before), 60.0, poll_s=0.2)
     assert read == before and read_s < 2.0, read_s
     assert [(r.action, r.status) for r in records] == [("triton.update_config", "ran")], records
     assert still_stuck, "the neighbour's reload must finish while the other load hangs"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, handle, stage
@@ -288,10 +289,7 @@ async def test_the_next_leader_judges_a_verification_the_dead_leader_left(
         assert await a.elector.step()
         assert not await b.elector.step()
         a.playbooks.step([opened()], WALL)
-        for _ in range(200):
-            if a.playbooks.executor.verifying:
-                break
-            await asyncio.sleep(0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert replicas_of_triton(api) == 3
         assert await a.elector.step()  # publishes the pending verification
         lease = api.get_object("Lease", NS, LEASE)
@@ -336,10 +334,7 @@ async def test_a_follower_drops_a_verification_the_leader_has_judged(
     try:
         assert await a.elector.step()
         a.playbooks.step([opened()], WALL)
-        for _ in range(200):
-            if a.playbooks.executor.verifying:
-                break
-            await asyncio.sleep(0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert await a.elector.step()
         assert not await b.elector.step()
         assert len(b.store.pending_verifications()) == 1

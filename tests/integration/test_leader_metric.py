@@ -8,13 +8,13 @@ Kubernetes Events); one without a stage only diagnoses, needs no leader, and say
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tritonguard.core.engine import Engine
 from tritonguard.runtime.daemon_app import DaemonApp
@@ -45,10 +45,13 @@ def _value(metrics: str, name: str) -> float | None:
 async def _serving(app: DaemonApp) -> AsyncIterator[str]:
     """Run the daemon; yield its base URL; stop it and wait for a clean exit."""
     task = asyncio.create_task(app.run(install_signals=False))
-    deadline = time.monotonic() + 5
-    while app.http is None or app.http.port == 0:
-        assert time.monotonic() < deadline, "the daemon did not listen within 5 s"
-        await asyncio.sleep(0.05)
+    await waiting.wait_for(
+        lambda: app.http is not None and app.http.port != 0,
+        5,
+        what="the daemon to listen",
+        poll_s=0.05,
+    )
+    assert app.http is not None
     try:
         yield f"http://127.0.0.1:{app.http.port}"
     finally:
@@ -58,17 +61,21 @@ async def _serving(app: DaemonApp) -> AsyncIterator[str]:
 
 async def _gauges(url: str, want: tuple[float, float], timeout_s: float = 5.0) -> None:
     """Scrape /metrics until (tritonguard_leader_needed, tritonguard_leader) is ``want``."""
-    deadline = time.monotonic() + timeout_s
     seen: tuple[float | None, float | None] = (None, None)
     async with aiohttp.ClientSession() as http:
-        while time.monotonic() < deadline:
+
+        async def scraped_as_wanted() -> bool:
+            nonlocal seen
             async with http.get(f"{url}/metrics") as resp:
                 text = await resp.text()
             seen = (_value(text, "tritonguard_leader_needed"), _value(text, "tritonguard_leader"))
-            if seen == want:
-                return
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"(leader_needed, leader) is {seen}, wanted {want}")
+            return seen == want
+
+        try:
+            await waiting.wait_for(scraped_as_wanted, timeout_s, poll_s=0.1)
+        except AssertionError as missed:
+            # Name both gauges' last values, which the bare miss (False) would not.
+            raise AssertionError(f"(leader_needed, leader) is {seen}, wanted {want}") from missed
 
 
 async def test_a_daemon_without_a_playbook_stage_needs_no_leader() -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import waiting
 from tests.fixtures_prometheus import MetricsServer
 from tests.playbook_harness import stage
 from tritonguard.lab.triton_server import free_port
@@ -133,15 +132,8 @@ def _get(url: str) -> tuple[int, str]:
 
 async def _until(check: Callable[[], object], timeout_s: float = 20.0) -> None:
     """Poll ``check`` until it holds (the daemon may not be listening yet)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.2)
-    raise AssertionError("condition not met")
+    # A refused or reset connection is a miss, not a failure, until the deadline.
+    await waiting.wait_for(check, timeout_s, poll_s=0.2, ignoring=(OSError,))
 
 
 async def test_the_daemon_process_reports_a_broken_set_reloads_on_sighup_and_survives_a_restart(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import playbook_harness
+from tests import playbook_harness, waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.integration import test_slack_approvals as approvals_flow
@@ -88,10 +88,7 @@ async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
         assert await a.elector.step()
         assert not await b.elector.step()
         a.playbooks.step([opened()], WALL)
-        for _ in range(200):
-            if a.playbooks.executor.verifying:
-                break
-            await asyncio.sleep(0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert floor(api) == 3
         assert await a.elector.step()  # publishes the verification with its undo
         lease = api.get_object("Lease", NS, LEASE)
@@ -148,10 +145,7 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
         assert await a.elector.step()
         theirs = opened()
         a.playbooks.step([theirs], WALL)
-        for _ in range(200):
-            if a.playbooks.executor.verifying:
-                break
-            await asyncio.sleep(0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert await a.elector.step()
         assert not await b.elector.step()
         [copy] = b.store.pending_verifications()

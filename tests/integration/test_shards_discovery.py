@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import functools
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tests.fixtures_prometheus import MetricsServer
 from tests.integration.test_discovery_rollouts import kubectl
@@ -61,15 +61,6 @@ def _settings(kubeconfig: Path, tmp_path: Path, identity: str) -> Settings:
         discovery={"namespaces": [NS], "label_selector": "app=triton"},
         shard={"count": 2},
     )
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout_s:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout_s}s")
 
 
 class Shard:
@@ -158,8 +149,10 @@ async def test_two_shards_split_the_pods_by_workload_and_each_holds_its_own_leas
     try:
         async with _running(shards[0]), _running(shards[1]):
             for shard, want in zip(shards, expected, strict=True):
-                await _wait_for(functools.partial(shard.takes_exactly, want))
-            await _wait_for(lambda: all(s.leader() for s in shards))
+                await waiting.wait_for(
+                    functools.partial(shard.takes_exactly, want), 20.0, poll_s=0.05
+                )
+            await waiting.wait_for(lambda: all(s.leader() for s in shards), 20.0, poll_s=0.05)
 
             leases = json.loads(await kubectl(kubeconfig, "get", "lease", "-o", "json"))
             holders = {
@@ -174,8 +167,12 @@ async def test_two_shards_split_the_pods_by_workload_and_each_holds_its_own_leas
             _add_pod(fake_kube, LATE, servers[LATE[0]])
             late_shard = shard_of(NS, LATE[3], 2)
             expected[late_shard].add(LATE[0])
-            await _wait_for(lambda: shards[late_shard].scraping() == expected[late_shard])
-            await _wait_for(lambda: shards[late_shard].scraped_ok({LATE[0]}))
+            await waiting.wait_for(
+                lambda: shards[late_shard].scraping() == expected[late_shard], 20.0, poll_s=0.05
+            )
+            await waiting.wait_for(
+                lambda: shards[late_shard].scraped_ok({LATE[0]}), 20.0, poll_s=0.05
+            )
             await asyncio.sleep(3 * INTERVAL_S)
 
             for i, shard in enumerate(shards):

@@ -9,10 +9,9 @@ step names the watch's failure, how long it has lasted, and what to check.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from tests import waiting
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import handle, incident
 from tritonguard.core.engine import Engine
@@ -29,14 +28,6 @@ guards: {dry_run: false}
 steps:
   - action: triton.load
 """
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"condition not met within {timeout_s}s")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_step_on_a_stale_namespace_says_the_watch_failed_and_what_to_check(
@@ -77,9 +68,9 @@ async def test_a_step_on_a_stale_namespace_says_the_watch_failed_and_what_to_che
     tritons = service.tritons
     task = asyncio.create_task(app.discovery.run())
     try:
-        await _wait_for(lambda: bool(tritons.discovered))
+        await waiting.wait_for(lambda: bool(tritons.discovered), 5.0)
         await fake_kube.stop()  # the API server goes away, and with it the watch
-        await _wait_for(lambda: not tritons.discovered)
+        await waiting.wait_for(lambda: not tritons.discovered, 5.0)
         event = incident("model_reload", namespace=NS, pod="triton-0")
         [rec] = await handle(service.stage, event)
         assert (rec.action, rec.status) == ("triton.load", "failed")

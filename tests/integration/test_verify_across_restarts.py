@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.playbook_harness import StaticFeatures, incident, stage
@@ -87,10 +88,9 @@ def replica(
 async def stop_mid_verify(on: PlaybookStage) -> None:
     """Start the playbook, wait for the verify step to begin waiting, then cancel it (SIGTERM)."""
     on.step([incident(at=T0, opened_at=T0 - 100)], T0)
-    for _ in range(200):
-        if on.store.pending_verifications() or on.executor.verifying:
-            break
-        await asyncio.sleep(0.01)
+    await waiting.wait_for(
+        lambda: on.store.pending_verifications() or on.executor.verifying, 2.0, poll_s=0.01
+    )
     for task in on.in_flight():
         task.cancel()
     await asyncio.gather(*on.in_flight(), return_exceptions=True)
