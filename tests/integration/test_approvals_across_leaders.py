@@ -16,6 +16,7 @@ from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.integration import test_slack_approvals as flow
+from tests.integration.playbook_fakes import seed_triton_deployment
 from tests.integration.test_slack_approvals import (
     ALICE,
     Clock,
@@ -39,9 +40,7 @@ async def kube() -> AsyncIterator[FakeKube]:
     """Yield a fake API server with the lease's namespace and a Deployment of two replicas."""
     async with FakeKube() as server:
         server.add_namespace("tritonguard")
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        yield server
+        yield seed_triton_deployment(server)
 
 
 def replica(

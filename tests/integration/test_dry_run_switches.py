@@ -17,7 +17,7 @@ import yaml
 
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.integration.test_playbooks_kube_slack import env, incident, seed_incident_pod
+from tests.integration.test_playbooks_kube_slack import env, incident, seed_incident_deployment
 from tests.playbook_harness import handle, stage
 from tests.slack_delivery import attach
 from tritonguard.core.guards import GuardSettings
@@ -35,9 +35,7 @@ PATCHES = {"dry-run": "dry-run.yaml", "act": "act.yaml"}
 async def kube() -> AsyncIterator[FakeKube]:
     """Yield a fake API server with one Deployment of two replicas."""
     async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        seed_incident_pod(server)
+        seed_incident_deployment(server)
         yield server
 
 

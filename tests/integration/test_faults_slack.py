@@ -17,6 +17,7 @@ import pytest
 
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
+from tests.integration.playbook_fakes import seed_triton_deployment
 from tests.playbook_harness import StaticFeatures, handle, incident, stage
 from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
@@ -57,9 +58,7 @@ escalate:
 async def kube() -> AsyncIterator[FakeKube]:
     """Yield a fake API server with one Deployment of two replicas."""
     async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        yield server
+        yield seed_triton_deployment(server)
 
 
 def acting(

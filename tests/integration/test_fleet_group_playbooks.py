@@ -15,6 +15,7 @@ import pytest
 from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
+from tests.integration.playbook_fakes import seed_triton_deployment
 from tests.playbook_harness import StaticFeatures, stage
 from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
@@ -35,8 +36,7 @@ CHANNEL = "#tritonguard-alerts"
 async def kube() -> AsyncIterator[FakeKube]:
     """Yield a fake API server: Deployment prod/triton, 2 replicas, owning the three pods."""
     async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
+        seed_triton_deployment(server)
         server.add_replicaset("prod", "triton-5d9c7b", deployment="triton")
         for pod in PODS:
             server.add_pod("prod", pod, owner=("ReplicaSet", "triton-5d9c7b"))

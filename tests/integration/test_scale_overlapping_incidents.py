@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.kube import FakeKube
 from tests.integration.test_owner_scaling_keda import LIVE, SCALE_OUT
-from tests.integration.test_playbooks_kube_slack import book, env, seed_incident_pod
+from tests.integration.test_playbooks_kube_slack import book, env, seed_incident_deployment
 from tests.playbook_harness import StaticFeatures, handle, incident, resolved, stage
 from tritonguard.runtime.audit_store import AuditStore
 
@@ -25,9 +25,7 @@ OTHER_POD = "triton-5d9c7b-k8m2p"
 async def kube() -> AsyncIterator[FakeKube]:
     """Yield Deployment prod/triton (2 replicas) with two pods of one ReplicaSet."""
     async with FakeKube() as server:
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
-        seed_incident_pod(server)
+        seed_incident_deployment(server)
         server.add_pod("prod", OTHER_POD, owner=("ReplicaSet", "triton-5d9c7b"))
         yield server
 
