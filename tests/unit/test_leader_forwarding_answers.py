@@ -38,6 +38,10 @@ def test_the_leaders_status_is_passed_on_when_it_kept_the_post() -> None:
         # never the 401 that would make Alertmanager drop the notification.
         ([_kept(status=401)], 502),
         ([_kept(status=404)], 502),
+        # A redirect is not followed, so nothing was kept: retry, never the 3xx Alertmanager
+        # would drop.
+        ([_kept(status=307)], 502),
+        ([_kept(status=301)], 502),
         # The leader's own 5xx, passed on; its 400 too (a retry would be refused the same).
         ([_kept(status=500)], 500),
         ([_kept(status=400)], 400),

@@ -101,7 +101,8 @@ def answer(received: int, deliveries: Sequence[Delivery]) -> tuple[int, dict[str
     replica accepted (tokens or settings differ), is a 5xx, so Alertmanager retries the whole
     notification (keeping it twice is harmless: the alert book is keyed by fingerprint). A
     leader's own 5xx is passed on; its other 4xx (the body itself refused) too, as a retry
-    would be refused the same way.
+    would be refused the same way. A leader's redirect (its address moved, say behind an
+    http-to-https hop) is a 502: not followed, nothing was kept.
     """
     body: dict[str, Any] = {
         "received": received,
@@ -110,7 +111,9 @@ def answer(received: int, deliveries: Sequence[Delivery]) -> tuple[int, dict[str
     statuses = [d.status for d in deliveries]
     if any(d.outcome in ("unreachable", "no_leader") for d in deliveries):
         return 503, body
-    if any(s in _RETRYABLE_REFUSALS for s in statuses):
+    # A redirect is not followed (the token goes only to the Lease's address), so the leader
+    # never kept the post; passed on, Alertmanager would drop it as it retries 5xx only.
+    if any(s in _RETRYABLE_REFUSALS or (s is not None and 300 <= s < 400) for s in statuses):
         return 502, body
     for status in statuses:
         if status is not None and status >= 500:
