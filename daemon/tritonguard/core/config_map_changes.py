@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections import deque
+import re
+import threading
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +42,21 @@ MAX_HELD_CHARS = 32 * 1024 * 1024
 MAX_PODS = 4096
 # Changes kept per pod: the newest are what an incident follows.
 MAX_PER_POD = 4
+# Past this many line pairs left once the common head and tail are set aside, the lines
+# that changed are found by counting (linear) rather than by aligning the two texts: an
+# alignment of thousands of repeated lines (``}``, ``dims: [ -1 ]``) takes seconds to minutes.
+MAX_ALIGNED_PAIRS = 200_000
+# Data keys that name a private key or a key store by their file type: shown by size only.
+# (A certificate, ``.crt``, is public; a PEM block in any value is caught by its header.)
+SECRET_FILE = re.compile(r"\.(?:key|pem|p12|pfx|jks|keystore)$", re.I)
+PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*-----")
+# A protobuf-text ``key: "hf_token"`` (Triton's ``parameters``): its value follows in the
+# next lines, a ``value: { string_value: … }`` block.
+_PBTXT_KEY = re.compile(r"""^\s*key\s*:\s*["']?([^"'\s]+)["']?(.*)$""")
+# A key whose value starts on the next line: ``hf_token:`` alone, or opening a block.
+_OPENS_BLOCK = re.compile(r"^\s*(?:[|>][-+]?|[{\[(])?\s*$")
+# Lines hidden after a secret key at most, should its block never close.
+_MAX_HIDDEN_RUN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +162,71 @@ def _hide(line: str) -> str:
     return line[: m.end()] + rest[: len(rest) - len(rest.lstrip())] + HIDDEN
 
 
+def _depth(text: str) -> int:
+    return text.count("{") + text.count("[") - text.count("}") - text.count("]")
+
+
+def _secret_lines(lines: list[str]) -> set[int]:
+    """Return the indexes of lines that hold a secret named on a line before them.
+
+    ``key: "hf_token"`` then ``value: { string_value: "hf_…" }`` (Triton's ``parameters``):
+    the lines up to the value block's end. ``hf_token:`` with nothing after it (YAML, a
+    block opened): the lines indented deeper than it. Both err towards hiding.
+    """
+    hidden: set[int] = set()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        pb = _PBTXT_KEY.match(line)
+        if pb is not None and SECRETISH.search(pb.group(1)):
+            depth = _depth(pb.group(2))
+            opened = depth > 0 or "value" in pb.group(2)
+            j = i + 1
+            while j < len(lines) and j <= i + _MAX_HIDDEN_RUN:
+                if not opened and _PBTXT_KEY.match(lines[j]):
+                    break  # a key with no value: the next one is not its value
+                hidden.add(j)
+                depth += _depth(lines[j])
+                opened = opened or depth > 0 or "value" in lines[j]
+                j += 1
+                if opened and depth <= 0:
+                    break
+            i = j
+            continue
+        m = SECRET_ASSIGN.search(line)
+        if m is not None and _OPENS_BLOCK.match(line[m.end() :]):
+            indent = len(line) - len(line.lstrip())
+            j = i + 1
+            while j < len(lines) and j <= i + _MAX_HIDDEN_RUN:
+                nxt = lines[j]
+                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+                    if _depth(line[m.end() :]) <= 0 or nxt.strip()[:1] not in "}])":
+                        break
+                    hidden.add(j)  # the bracket closing the block
+                    j += 1
+                    break
+                hidden.add(j)
+                j += 1
+            i = j
+            continue
+        i += 1
+    return hidden
+
+
+def _hidden_line(lines: list[str], hidden: set[int], i: int) -> str:
+    return HIDDEN if i in hidden else _hide(lines[i])
+
+
+def _is_secret(key: str, *values: str | None) -> bool:
+    """Whether a key's value is a secret as a whole: its name says so, or it holds a PEM key."""
+    if SECRETISH.search(key) or SECRET_FILE.search(key):
+        return True
+    return any(v is not None and PEM_BLOCK.search(v) is not None for v in values)
+
+
 def _value_changes(key: str, old: str | None, new: str | None) -> list[Change]:
     """Return what is shown of one key's change: the value, its changed lines, or its size."""
-    if SECRETISH.search(key):
+    if _is_secret(key, old, new):
         return [
             Change(
                 key,
@@ -161,21 +240,71 @@ def _value_changes(key: str, old: str | None, new: str | None) -> list[Change]:
     before, after = old.splitlines(), new.splitlines()
     if len(before) <= 1 and len(after) <= 1:
         return [Change(key, _hide(old), _hide(new))]
+    hid_a, hid_b = _secret_lines(before), _secret_lines(after)
+    # The head and tail both texts share are set aside first: an edit is usually a few lines.
+    head = 0
+    while head < min(len(before), len(after)) and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(before), len(after)) - head
+        and before[len(before) - 1 - tail] == after[len(after) - 1 - tail]
+    ):
+        tail += 1
+    mid_a, mid_b = before[head : len(before) - tail], after[head : len(after) - tail]
     out: list[Change] = []
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        olds, news = before[i1:i2], after[j1:j2]
-        for k in range(max(len(olds), len(news))):
-            line = j1 + k + 1 if k < len(news) else i1 + k + 1
-            a = _hide(olds[k]) if k < len(olds) else None
-            b = _hide(news[k]) if k < len(news) else None
-            out.append(Change(f"{key}:{line}", a, b))
+    if len(mid_a) * len(mid_b) > MAX_ALIGNED_PAIRS:
+        out = _counted_changes(key, before, after, (head, tail), (hid_a, hid_b))
+        if not out:
+            # The same lines, only in another order: counting cannot place them.
+            moved = f"{len(mid_b)} lines reordered from line {head + 1}"
+            return [Change(key, f"{len(old)} characters", f"{len(new)} characters, {moved}")]
+    else:
+        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        for tag, a1, a2, b1, b2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            i1, i2, j1, j2 = a1 + head, a2 + head, b1 + head, b2 + head
+            for k in range(max(i2 - i1, j2 - j1)):
+                line = j1 + k + 1 if k < j2 - j1 else i1 + k + 1
+                a = _hidden_line(before, hid_a, i1 + k) if k < i2 - i1 else None
+                b = _hidden_line(after, hid_b, j1 + k) if k < j2 - j1 else None
+                out.append(Change(f"{key}:{line}", a, b))
     if not out:
         # Only line ends moved (a trailing newline added): say so rather than nothing.
         out.append(Change(key, f"{len(old)} characters", f"{len(new)} characters"))
     return out
+
+
+def _counted_changes(
+    key: str,
+    before: list[str],
+    after: list[str],
+    ends: tuple[int, int],
+    hidden: tuple[set[int], set[int]],
+) -> list[Change]:
+    """Return the lines removed and added, found by counting each line's copies (linear).
+
+    No alignment pairs an old line with its new one, so each is told alone: a removed line
+    at its old number, an added one at its new number, in order.
+    """
+    head, tail = ends
+    mid_a = range(head, len(before) - tail)
+    mid_b = range(head, len(after) - tail)
+    count_a = Counter(before[i] for i in mid_a)
+    count_b = Counter(after[j] for j in mid_b)
+    removed, added = count_a - count_b, count_b - count_a
+    out: list[tuple[int, Change]] = []
+    for i in mid_a:
+        if removed[before[i]] > 0:
+            removed[before[i]] -= 1
+            out.append((i, Change(f"{key}:{i + 1}", _hidden_line(before, hidden[0], i), None)))
+    for j in mid_b:
+        if added[after[j]] > 0:
+            added[after[j]] -= 1
+            out.append((j, Change(f"{key}:{j + 1}", None, _hidden_line(after, hidden[1], j))))
+    out.sort(key=lambda pair: pair[0])
+    return [change for _, change in out]
 
 
 def _shown_whole(value: str | None) -> str | None:
@@ -199,7 +328,7 @@ def shown_again(key: str, value: str | None) -> str | None:
     """
     if value is None:
         return None
-    if SECRETISH.search(key):
+    if _is_secret(key, value):
         return value if value.startswith(HIDDEN) else f"{HIDDEN} ({len(value)} characters)"
     return _shown_whole(_held(value, binary=False))
 
@@ -231,17 +360,23 @@ class _Read:
 
 
 class ConfigMapReads:
-    """The last read of each mounted ConfigMap, and the change each new read shows."""
+    """The last read of each mounted ConfigMap, and the change each new read shows.
+
+    Safe to use from a worker thread beside the event loop: the reads held change under a
+    lock, and the diff, the slow part, runs outside it on data no one else changes.
+    """
 
     def __init__(self, max_maps: int = MAX_MAPS, max_chars: int = MAX_HELD_CHARS) -> None:
         self._last: dict[tuple[str, str], _Read] = {}
         self._max = max_maps
         self._max_chars = max_chars
         self._held = 0
+        self._lock = threading.Lock()
 
     def known(self, namespace: str, name: str) -> bool:
         """Whether a read of this ConfigMap is held (a later one can be diffed against it)."""
-        return (namespace, name) in self._last
+        with self._lock:
+            return (namespace, name) in self._last
 
     def read(
         self, read: ConfigMapData, at: float, *, unchanged_until: float | None = None
@@ -255,21 +390,22 @@ class ConfigMapReads:
         """
         key = (read.namespace, read.name)
         data = _held_data(read)
-        last = self._last.pop(key, None)
-        if last is not None:
-            self._held -= last.size
         held = _Read(read.resource_version, at, data)
-        while self._last and (
-            len(self._last) >= self._max or self._held + held.size > self._max_chars
-        ):
-            self._held -= self._last.pop(next(iter(self._last))).size
-        self._last[key] = held
-        self._held += held.size
-        if last is None:
-            return None
-        if last.version == read.resource_version:
-            self._last[key].at = max(at, last.at)
-            return None
+        with self._lock:
+            last = self._last.pop(key, None)
+            if last is not None:
+                self._held -= last.size
+            while self._last and (
+                len(self._last) >= self._max or self._held + held.size > self._max_chars
+            ):
+                self._held -= self._last.pop(next(iter(self._last))).size
+            self._last[key] = held
+            self._held += held.size
+            if last is None:
+                return None
+            if last.version == read.resource_version:
+                held.at = max(at, last.at)
+                return None
         keys, changes = data_diff(last.data, data)
         if not keys:
             return None
@@ -288,9 +424,10 @@ class ConfigMapReads:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a ConfigMap no target pod mounts any more."""
-        gone = self._last.pop((namespace, name), None)
-        if gone is not None:
-            self._held -= gone.size
+        with self._lock:
+            gone = self._last.pop((namespace, name), None)
+            if gone is not None:
+                self._held -= gone.size
 
     def __len__(self) -> int:
         return len(self._last)

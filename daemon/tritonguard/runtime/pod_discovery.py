@@ -265,7 +265,7 @@ class PodDiscovery:
             try:
                 async with contextlib.aclosing(events):  # type: ignore[type-var]
                     async for event in events:
-                        self._config_map_seen(event)
+                        await self._config_map_seen(event)
             except KubernetesError as err:
                 self._config_maps_failed(namespace, err)
                 await asyncio.sleep(REFUSED_RETRY_S)
@@ -289,7 +289,7 @@ class PodDiscovery:
             pod for (ns, pod), names in self._mounts.items() if ns == namespace and name in names
         )
 
-    def _config_map_seen(self, event: ConfigMapEvent) -> None:
+    async def _config_map_seen(self, event: ConfigMapEvent) -> None:
         """Diff one ConfigMap event against the last read, if a target pod mounts it."""
         cm = event.config_map
         pods = self._mounted_by(cm.namespace, cm.name)
@@ -304,8 +304,11 @@ class PodDiscovery:
         failing = self._config_maps_failing.get(self._watch_of(cm.namespace))
         # A watch in sync tells a change as it happens; a relist, only that it happened since.
         until = None if event.listed else now if failing is None else failing
-        change = self._config_maps.read(cm, now, unchanged_until=until)
-        if change is None:
+        # Off the event loop: hashing and diffing up to MiBs of data would stall every scrape.
+        change = await asyncio.to_thread(self._config_maps.read, cm, now, unchanged_until=until)
+        # The pods mounting it are asked again: one may have gone while the diff ran.
+        pods = self._mounted_by(cm.namespace, cm.name)
+        if change is None or not pods:
             return
         self._log.info(
             "mounted ConfigMap changed", namespace=cm.namespace, change=change.summary(), pods=pods
