@@ -22,7 +22,7 @@ from typing import Any
 from tests import waiting
 from tests.fakes.kube import FakeKube
 from tests.unit.test_rollout_changes import incident
-from tritonguard.clients.kubernetes_api import KubernetesClient, KubernetesError
+from tritonguard.clients.kubernetes_api import CONFIG_MAP_PAGE, KubernetesClient, KubernetesError
 from tritonguard.core.cluster_events import note_for_incident
 from tritonguard.core.findings import Subject
 from tritonguard.core.slack_message import what_changed
@@ -210,3 +210,48 @@ async def test_the_config_map_watch_relists_after_410_and_marks_what_it_found_li
         if r.method == "GET" and "/configmaps" in r.path and "watch" not in r.query
     ]
     assert len(lists) == 2  # the initial list and the relist after 410
+
+
+async def test_the_config_map_list_is_read_in_pages_keeping_only_the_mounted_ones(
+    fake_kube: FakeKube,
+) -> None:
+    """600 ConfigMaps, some 100 KB, are listed a page at a time and only mounted ones kept.
+
+    One response of a namespace's every ConfigMap with its data would be held whole; pages
+    of ``CONFIG_MAP_PAGE`` are asked for with ``limit`` and followed by ``continue``, and
+    only the two ``keep`` wants come out of the list.
+    """
+    big = "x" * 100_000 + "\n"
+    for i in range(600):
+        data = {"config.pbtxt": big if i % 10 == 0 else f"# {i}\n"}
+        fake_kube.set_config_map(NS, f"cm-{i:04d}", data)
+    mounted = {"cm-0007", "cm-0420"}
+    asked: list[tuple[str, str]] = []
+
+    def keep(namespace: str, name: str) -> bool:
+        asked.append((namespace, name))
+        return name in mounted
+
+    kube = KubernetesClient.for_host(fake_kube.url, timeout_s=5.0)
+    watch = kube.watch_config_maps(NS, keep=keep)
+    try:
+        async with contextlib.aclosing(watch) as events:
+            listed = [await asyncio.wait_for(anext(events), 10) for _ in mounted]
+    finally:
+        kube.close()
+    assert {(e.type, e.listed, e.config_map.name) for e in listed} == {
+        ("ADDED", True, name) for name in mounted
+    }
+    assert {e.config_map.name: e.config_map.data["config.pbtxt"] for e in listed} == {
+        "cm-0007": "# 7\n",
+        "cm-0420": big,
+    }
+    assert len(asked) == 600
+    pages = [
+        r
+        for r in fake_kube.requests
+        if r.method == "GET" and "/configmaps" in r.path and "watch" not in r.query
+    ]
+    assert len(pages) == -(-600 // CONFIG_MAP_PAGE)
+    assert all(r.query.get("limit") == str(CONFIG_MAP_PAGE) for r in pages)
+    assert "continue" not in pages[0].query and all(r.query.get("continue") for r in pages[1:])

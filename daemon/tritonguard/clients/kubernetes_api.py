@@ -79,6 +79,8 @@ _STATUS_KINDS: dict[int, ErrorKind] = {
 _RETRYABLE: frozenset[ErrorKind] = frozenset({"down", "timeout", "server", "throttled"})
 _MERGE_PATCH = "application/merge-patch+json"
 _EVENTS_GROUP = "events.k8s.io"
+# ConfigMaps per list page: at up to 1 MiB each, what one response can hold in memory.
+CONFIG_MAP_PAGE = 50
 
 
 class KubernetesError(Exception):
@@ -930,19 +932,42 @@ class KubernetesClient(KubeApi):
         except ValueError as exc:
             raise KubernetesError("invalid", f"read ConfigMap {namespace}/{name}: {exc}") from None
 
-    async def _list_config_maps_rv(self, namespace: str) -> tuple[list[ConfigMapData], str]:
-        listed = self._json(
-            await self._call(
-                f"list ConfigMaps in {_where(namespace)}", self._config_map_lister(namespace)
-            )
-        )
+    async def _list_config_maps_rv(
+        self, namespace: str, keep: Callable[[str, str], bool] | None = None
+    ) -> tuple[list[ConfigMapData], str]:
+        """List a namespace's ConfigMaps (or all namespaces') page by page, keeping ``keep``'s.
+
+        A ConfigMap holds up to 1 MiB and a namespace thousands of them: one response of all
+        would be held whole in memory. Pages of ``CONFIG_MAP_PAGE`` are read, and of each only
+        the ConfigMaps ``keep(namespace, name)`` wants (those a target pod mounts) stay.
+        """
         items: list[ConfigMapData] = []
-        for raw in map(_mapping, _list(listed.get("items"))):
-            try:
-                items.append(config_map_from_dict(raw, namespace))
-            except ValueError as exc:
-                self._malformed(namespace, exc, "ConfigMap")
-        return items, str(_mapping(listed.get("metadata")).get("resourceVersion") or "")
+        token: str | None = None
+        rv = ""
+        while True:
+            listed = self._json(
+                await self._call(
+                    f"list ConfigMaps in {_where(namespace)}",
+                    self._config_map_lister(namespace),
+                    limit=CONFIG_MAP_PAGE,
+                    _continue=token,
+                )
+            )
+            metadata = _mapping(listed.get("metadata"))
+            # Every page keeps the first one's resourceVersion; the watch resumes from it.
+            rv = rv or str(metadata.get("resourceVersion") or "")
+            for raw in map(_mapping, _list(listed.pop("items", None))):
+                md = _mapping(raw.get("metadata"))
+                name = str(md.get("name") or "")
+                if keep is not None and not keep(str(md.get("namespace") or namespace), name):
+                    continue
+                try:
+                    items.append(config_map_from_dict(raw, namespace))
+                except ValueError as exc:
+                    self._malformed(namespace, exc, "ConfigMap")
+            token = str(metadata.get("continue") or "") or None
+            if token is None:
+                return items, rv
 
     async def watch_config_maps(
         self,
@@ -953,12 +978,15 @@ class KubernetesClient(KubeApi):
         max_backoff_s: float = 30.0,
         on_error: Callable[[KubernetesError], None] | None = None,
         on_synced: Callable[[], None] | None = None,
+        keep: Callable[[str, str], bool] | None = None,
     ) -> AsyncGenerator[ConfigMapEvent, None]:
         """Follow a namespace's ConfigMaps forever, as :meth:`watch_pods` follows pods.
 
         The current ones come as ADDED (``listed``), then every change from the list's
         resourceVersion, with bookmarks; 410 Gone relists and emits what differs (``listed``
         again); the API server away means backoff and ``on_error``; 403 and 404 are raised.
+        With ``keep``, a list holds and tells only the ConfigMaps ``keep(namespace, name)``
+        wants (asked at each list); the watch still tells every change.
         """
         known: dict[tuple[str, str], str] = {}
         rv: str | None = None
@@ -966,7 +994,7 @@ class KubernetesClient(KubeApi):
         while True:
             try:
                 if rv is None:
-                    maps, rv = await self._list_config_maps_rv(namespace)
+                    maps, rv = await self._list_config_maps_rv(namespace, keep)
                     current = {(m.namespace, m.name): m for m in maps}
                     for key, cm in current.items():
                         if known.get(key) != cm.resource_version:

@@ -92,8 +92,9 @@ class PodWatchApi(Protocol):
         max_backoff_s: float = 30.0,
         on_error: Callable[[KubernetesError], None] | None = None,
         on_synced: Callable[[], None] | None = None,
+        keep: Callable[[str, str], bool] | None = None,
     ) -> AsyncIterator[ConfigMapEvent]:
-        """Follow a namespace's ConfigMaps forever."""
+        """Follow a namespace's ConfigMaps forever (a list holds only those ``keep`` wants)."""
         ...
 
     async def read_config_map(self, namespace: str, name: str) -> ConfigMapData:
@@ -261,6 +262,8 @@ class PodDiscovery:
                 max_backoff_s=self._max_backoff_s,
                 on_error=lambda err: self._config_maps_failed(namespace, err),
                 on_synced=lambda: self._config_maps_synced(namespace),
+                # A list keeps only the mounted ones: the rest of a namespace's are not held.
+                keep=lambda ns, name: bool(self._mounted_by(ns, name)),
             )
             try:
                 async with contextlib.aclosing(events):  # type: ignore[type-var]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +62,31 @@ def _check_body(rtype: ResourceType, ns: str, body: Any, name: str | None) -> Js
             f"{rtype.kind}: kind {obj['kind']!r} does not match",
         )
     return obj
+
+
+def _continue_token(rv: str, start: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": start}).encode()).decode()
+
+
+def _page_of(request: web.Request) -> tuple[int, int, str]:
+    """Return a list request's ``limit`` (0: all), its resume point and its resourceVersion.
+
+    The resume point and resourceVersion come from the ``continue`` token the fake issued
+    with the page before; a token it did not issue is the real server's 400.
+    """
+    q = request.query
+    try:
+        limit = max(0, int(q.get("limit") or 0))
+    except ValueError:
+        raise ApiError(400, "BadRequest", f"invalid limit {q.get('limit')!r}") from None
+    token = q.get("continue", "")
+    if not token:
+        return limit, 0, ""
+    try:
+        parsed = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return limit, int(parsed["start"]), str(parsed["rv"])
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise ApiError(400, "BadRequest", "continue key is not valid") from None
 
 
 def _printed(request: web.Request, rtype: ResourceType, objs: list[JsonObj], rv: str) -> JsonObj:
@@ -176,11 +204,22 @@ class Routes:
     ) -> web.StreamResponse:
         """Answer with a ``<Kind>List`` (or a Table) of the objects the request selects."""
         match = self._match(request, namespace)
+        limit, start, snapshot = _page_of(request)
         with self.store.lock:
             items = self.store.select(rtype, match)
-            rv = str(self.store.rv)
+            rv = snapshot or str(self.store.rv)
         if wants_table(request.headers.get("Accept", "")):
             return web.json_response(_printed(request, rtype, items, rv))
+        metadata: JsonObj = {"resourceVersion": rv}
+        if limit:
+            # Chunked as the real server chunks: a page, and a token for the rest that keeps
+            # the first page's resourceVersion. (The fake keeps no snapshot: objects changed
+            # meanwhile show in later pages as they are now.)
+            rest = len(items) - start - limit
+            items = items[start : start + limit]
+            if rest > 0:
+                metadata["continue"] = _continue_token(rv, start + limit)
+                metadata["remainingItemCount"] = rest
         for item in items:
             # Items in a list carry no kind/apiVersion, as on the real server.
             item.pop("kind", None)
@@ -189,7 +228,7 @@ class Routes:
             {
                 "kind": f"{rtype.kind}List",
                 "apiVersion": rtype.api_version,
-                "metadata": {"resourceVersion": rv},
+                "metadata": metadata,
                 "items": items,
             }
         )
