@@ -172,6 +172,55 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
             r.store.close()
 
 
+async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
+    api: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """A follower's resolution before the leader's verdict records it and restores nothing.
+
+    The follower holds the leader's undo (and its flag) while the verification is
+    published; its own engine resolving the same incident must not put the floor back under
+    the leader's verify. The floor stays raised until the leader's resolution restores it.
+    """
+    held = asyncio.Event()
+    a = replica(
+        "tritonguard-a",
+        api,
+        fake_slack,
+        playbook=KEDA_SCALE,
+        sleep=held,
+        features=StaticFeatures(0.4),
+    )
+    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE)
+    try:
+        assert await a.elector.step()
+        theirs = opened()
+        a.playbooks.step([theirs], WALL)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        [copy] = b.store.pending_verifications()
+        assert [u.on_resolve for u in b.store.undos_by_id(copy.undo_ids)] == [True]
+
+        mine = dataclasses.replace(opened(), at=WALL + 62)
+        await b.playbooks.run_step([mine], WALL + 62)
+        done = await b.playbooks.run_step([resolved(mine, at=WALL + 120)], WALL + 120)
+        ran = [r for r in done.get(mine.incident_id, []) if r.phase == "restore"]
+        assert [(r.status, r.guard) for r in ran] == [("skipped", "leader")]
+        assert floor(api) == 3
+
+        held.set()
+        await a.playbooks.settle()
+        assert floor(api) == 3
+        done = await a.playbooks.run_step([resolved(theirs, at=WALL + 130)], WALL + 130)
+        restores = [r for r in done.get(theirs.incident_id, []) if r.phase == "restore"]
+        assert [(r.action, r.status) for r in restores] == [("kubernetes.scaledobject_min", "ran")]
+        assert floor(api) == 2
+    finally:
+        for r in (a, b):
+            r.kube.close()
+            r.store.close()
+
+
 RAISE_THEN_ASK = """
 name: floor-then-approval
 when: {causes: [cpu_bottleneck]}

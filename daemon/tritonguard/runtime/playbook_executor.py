@@ -124,7 +124,7 @@ class _Covered(ActionFailed):
 
     def __init__(self, incident_id: str, undo: PendingUndo, on_resolve: bool) -> None:
         super().__init__(f"already scaled by incident {incident_id}; its restore covers this one")
-        self.undo, self.on_resolve = undo, on_resolve
+        self.incident_id, self.undo, self.on_resolve = incident_id, undo, on_resolve
 
 
 class _HeldBack(ActionFailed):
@@ -471,6 +471,8 @@ class PlaybookExecutor:
         ctx = self._context(book, event, False)
         undos = list(undos or [])
         failure: _Failed | None = None
+        # The incident whose raise this run leans on: its rollback must not undo that raise.
+        leaning_on = relies.incident_id if relies is not None else None
         start = approved.step_index if approved is not None else 0
         for index, step in enumerate(book.all_steps()):
             if index < start:
@@ -532,6 +534,7 @@ class PlaybookExecutor:
             except _Covered as exc:
                 self._release(raising)
                 records.append(self._covered(event, book, step, rendered, exc))
+                leaning_on = leaning_on or exc.incident_id
                 continue
             except _HeldBack as exc:
                 # Nothing changed, so nothing is rolled back and nothing escalates.
@@ -588,7 +591,7 @@ class PlaybookExecutor:
                     )
                 )
         if failure is not None:
-            records += await self._rollback(book, event, ctx, undos, failure)
+            records += await self._rollback(book, event, ctx, undos, failure, leaning_on=leaning_on)
         return records
 
     def _step_record(
@@ -950,7 +953,16 @@ class PlaybookExecutor:
         ctx: ActionContext,
         undos: list[PendingUndo],
         failure: _Failed,
+        *,
+        leaning_on: str | None = None,
     ) -> list[ActionRecord]:
+        """Put back what the run changed: its undos, or the playbook's own ``rollback:``.
+
+        A run that relies on another incident's raise, or whose change was skipped as
+        covered by it (``leaning_on``), changed nothing of its own: the change steps of its
+        ``rollback:`` are recorded skipped as covered, since they would undo the raise that
+        incident still relies on. Its notifications and checks still run.
+        """
         records: list[ActionRecord] = []
         name = book.name if book is not None else undos[0].playbook if undos else ""
         if book is None or book.rollback is None:
@@ -968,6 +980,9 @@ class PlaybookExecutor:
                 if undo_id
                 else None
             )
+            if kept is None and not undo_id and leaning_on is not None:
+                action = self.actions.get(step.action)
+                kept = leaning_on if action is not None and action.kind == "change" else None
             if kept is not None:
                 records.append(
                     self.record(
@@ -979,11 +994,17 @@ class PlaybookExecutor:
                         "skipped",
                         self.env.clock(),
                         guard="covered",
-                        reason=f"incident {kept} still relies on it; its restore puts it back",
+                        reason=(
+                            f"incident {kept} still relies on it; its restore puts it back"
+                            if undo_id
+                            else f"this run relies on the raise by incident {kept}, which "
+                            "this rollback would undo; the change stays"
+                        ),
                         phase="rollback",
                     )
                 )
-                self.store.mark_undo_done(undo_id)
+                if undo_id:
+                    self.store.mark_undo_done(undo_id)
                 continue
             records.append(
                 await self._run_one(
@@ -1255,7 +1276,11 @@ class PlaybookExecutor:
         ]
 
     async def resolve(
-        self, event: IncidentEvent, books: Mapping[str, Playbook], now: float
+        self,
+        event: IncidentEvent,
+        books: Mapping[str, Playbook],
+        now: float,
+        leader_elsewhere: str | None = None,
     ) -> list[ActionRecord]:
         """Record the resolution and run (or, for dry-run plans, plan) the pending restores.
 
@@ -1266,12 +1291,21 @@ class PlaybookExecutor:
         Restores on resolve another replica handed over (with a verification, a change in
         flight or an approval) are filed under that replica's id for the same incident
         (``same_incident``): this resolution takes them first, so they are put back too.
+
+        A replica that does not lead (``leader_elsewhere``) takes none of them: the leader may
+        still be verifying that change, so each is recorded skipped with guard ``leader`` and
+        left pending for the leader's own resolution. Its own restores still run: only it
+        holds what they put back.
         """
         self.store.resolve_incident(event.incident_id, now, recovered=event.recovered)
-        for theirs in self.store.adopted_incidents():
-            if same_incident(theirs, event):
-                self.store.hand_over_undos(theirs.incident_id, event.incident_id)
-        dropped = self.drop_approvals(event, now)
+        held: list[ActionRecord] = []
+        if leader_elsewhere is not None:
+            held = self._leave_restores_to_leader(event, now, leader_elsewhere)
+        else:
+            for theirs in self.store.adopted_incidents():
+                if same_incident(theirs, event):
+                    self.store.hand_over_undos(theirs.incident_id, event.incident_id)
+        dropped = held + self.drop_approvals(event, now)
         if not event.recovered:
             why = (
                 f"closed without recovery evidence; the restore waits until "
@@ -1360,6 +1394,33 @@ class PlaybookExecutor:
                 incident_id=event.incident_id,
             )
         return records
+
+    def _leave_restores_to_leader(
+        self, event: IncidentEvent, now: float, leader_elsewhere: str
+    ) -> list[ActionRecord]:
+        """Record the restores the leader handed over for ``event`` as left to the leader."""
+        ids = [
+            theirs.incident_id
+            for theirs in self.store.adopted_incidents()
+            if same_incident(theirs, event) and theirs.incident_id != event.incident_id
+        ]
+        why = f"{leader_elsewhere}; the restore is left to the leader"
+        return [
+            self.record(
+                event,
+                undo.playbook,
+                undo.action,
+                _short(undo.params),
+                undo.dry_run,
+                "skipped",
+                now,
+                guard="leader",
+                reason=why,
+                phase="restore",
+            )
+            for incident_id in ids
+            for undo in self.store.pending_undos(incident_id, on_resolve=True)
+        ]
 
     def _still_relied_on(self, undo: PendingUndo, incident_id: str) -> str | None:
         """Return another incident whose pending restore puts back the same scale, if any.

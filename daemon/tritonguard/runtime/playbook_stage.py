@@ -163,7 +163,8 @@ class PlaybookStage:
                 case HandOver(resolved=old, successor=new):
                     self._chain(result, old, functools.partial(_at_once, ex.hand_over, old, new))
                 case Resolve(incident=e):
-                    self._chain(result, e, functools.partial(ex.resolve, e, books, now))
+                    resolve = functools.partial(ex.resolve, e, books, now, ctx.leader_elsewhere)
+                    self._chain(result, e, resolve)
                 case ResumeVerify(verification=v):
                     ex.verifying.add(v.verification_id)
                     work = functools.partial(ex.resume_verification, v, books, now)
