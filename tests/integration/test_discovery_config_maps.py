@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests import waiting
 from tests.fakes.kube import FakeKube
@@ -255,3 +259,48 @@ async def test_the_config_map_list_is_read_in_pages_keeping_only_the_mounted_one
     assert len(pages) == -(-600 // CONFIG_MAP_PAGE)
     assert all(r.query.get("limit") == str(CONFIG_MAP_PAGE) for r in pages)
     assert "continue" not in pages[0].query and all(r.query.get("continue") for r in pages[1:])
+
+
+async def test_a_mounted_secret_change_is_logged_and_named_without_the_secret_off_the_loop(
+    fake_kube: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An edited pbtxt token parameter and PEM key reach the log line and the change hidden.
+
+    The diff runs in a worker thread, not on the event loop that scrapes every pod.
+    """
+    secret_config = CONFIG + (
+        'parameters {\n  key: "hf_token"\n  value: {\n    string_value: "hf_OLDTOKEN42"\n  }\n}\n'
+    )
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvOLDKEYBYTES\n-----END PRIVATE KEY-----\n"
+    fake_kube.set_config_map(NS, "models-config", {"config.pbtxt": secret_config, "tls.key": pem})
+    fake_kube.add_pod(
+        NS, "triton-0", {"app": "triton"}, ip="127.0.0.1", config_maps=("models-config",)
+    )
+    async with daemon(fake_kube, tmp_path, watch=True) as app:
+        discovery: Any = app.discovery
+        await waiting.wait_for(lambda: len(discovery._config_maps) == 1, 10.0)
+        threads: list[threading.Thread] = []
+        reads = discovery._config_maps
+        read = reads.read
+
+        def recording(*args: Any, **kw: Any) -> Any:
+            threads.append(threading.current_thread())
+            return read(*args, **kw)
+
+        reads.read = recording
+        edited = {
+            "config.pbtxt": secret_config.replace("OLD", "NEW").replace("8", "16"),
+            "tls.key": pem.replace("OLD", "NEW"),
+        }
+        fake_kube.set_config_map(NS, "models-config", edited)
+        subject = Subject(NS, "ranker", "triton-0")
+        onset = time.time() + 30.0
+        await waiting.wait_for(lambda: app.engine.change_before(subject, onset) is not None, 10.0)
+        change = app.engine.change_before(subject, onset)
+        assert change is not None and change.config_map is not None
+        shown = json.dumps(change.as_dict(onset=onset)) + change.config_map.summary()
+    logged = capsys.readouterr().out
+    assert "mounted ConfigMap changed" in logged and "max_batch_size: 16" in logged
+    for text in (shown, logged):
+        assert "TOKEN42" not in text and "KEYBYTES" not in text
+    assert threads and all(t is not threading.main_thread() for t in threads)
