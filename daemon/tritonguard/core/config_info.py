@@ -153,6 +153,35 @@ def _safe(path: str, value: str | list[str] | None) -> str | list[str] | None:
     return value
 
 
+def _change_entries(
+    where: str, text: str, max_chars: int, max_entries: int, rest: str = ""
+) -> list[list[Any]]:
+    """Read a diff label's ``[[path, old, new], ...]`` JSON, bounded; ValueError names the fault.
+
+    ``rest`` says where entries past ``max_entries`` go, for the label that counts them.
+    """
+    text = text or "[]"
+    if len(text) > max_chars:
+        raise ValueError(f"{where}: changes of {len(text)} characters, over {max_chars}")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{where}: the changes label is not JSON ({exc.msg} at column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise ValueError(f"{where}: the changes label nests too deeply") from None
+    if not isinstance(raw, list) or len(raw) > max_entries:
+        raise ValueError(
+            f"{where}: changes must be a JSON list of at most {max_entries} "
+            f"[path, old, new] entries{rest}"
+        )
+    for entry in raw:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
+            raise ValueError(f"{where}: each change must be [path, old, new], not {entry!r:.60}")
+    return raw
+
+
 def read_rollout_sample(sample: Sample) -> tuple[str, RolloutChange]:
     """Return the pod and rollout a trace sample records; ValueError says what is wrong."""
     where = f"{ROLLOUT_INFO} at {sample.timestamp}"
@@ -184,26 +213,8 @@ def read_rollout_sample(sample: Sample) -> tuple[str, RolloutChange]:
         at = math.nan
     if not math.isfinite(at):
         raise ValueError(f"{where}: rollout_at={get['rollout_at']!r} is not unix seconds")
-    text = get["changes"] or "[]"
-    if len(text) > MAX_CHANGES_CHARS:
-        raise ValueError(f"{where}: changes of {len(text)} characters, over {MAX_CHANGES_CHARS}")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{where}: the changes label is not JSON ({exc.msg} at column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise ValueError(f"{where}: the changes label nests too deeply") from None
-    if not isinstance(raw, list) or len(raw) > MAX_ROLLOUT_CHANGES:
-        raise ValueError(
-            f"{where}: changes must be a JSON list of at most {MAX_ROLLOUT_CHANGES} "
-            "[path, old, new] entries"
-        )
     changes: list[Change] = []
-    for entry in raw:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
-            raise ValueError(f"{where}: each change must be [path, old, new], not {entry!r:.60}")
+    for entry in _change_entries(where, get["changes"], MAX_CHANGES_CHARS, MAX_ROLLOUT_CHANGES):
         path = entry[0]
         changes.append(
             Change(path, _safe(path, _leaf(where, entry[1])), _safe(path, _leaf(where, entry[2])))
@@ -307,27 +318,11 @@ def _count(where: str, name: str, text: str) -> int:
 
 def _map_changes(where: str, text: str, keys: tuple[str, ...]) -> tuple[Change, ...]:
     """Read a ConfigMap diff label: ``[[path, old, new], ...]``, each path one of ``keys``."""
-    if len(text) > MAX_MAP_CHANGES_CHARS:
-        raise ValueError(
-            f"{where}: changes of {len(text)} characters, over {MAX_MAP_CHANGES_CHARS}"
-        )
-    try:
-        raw = json.loads(text or "[]")
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{where}: the changes label is not JSON ({exc.msg} at column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise ValueError(f"{where}: the changes label nests too deeply") from None
-    if not isinstance(raw, list) or len(raw) > MAX_LEAVES:
-        raise ValueError(
-            f"{where}: changes must be a JSON list of at most {MAX_LEAVES} [path, old, new] "
-            "entries (count the rest in untold)"
-        )
     out: list[Change] = []
-    for entry in raw:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
-            raise ValueError(f"{where}: each change must be [path, old, new], not {entry!r:.60}")
+    entries = _change_entries(
+        where, text, MAX_MAP_CHANGES_CHARS, MAX_LEAVES, " (count the rest in untold)"
+    )
+    for entry in entries:
         path, old, new = entry
         key, _, line = path.partition(":")
         if key not in keys or (line and _DIGITS.fullmatch(line) is None):
