@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -32,6 +32,7 @@ from kubernetes import config as _kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines as _iter_resp_lines
 
+from tritonguard.clients.kube_reflector import ObjectKind, reflect
 from tritonguard.clients.ports import Hpa, KubeApi, ScaledObject, Workload, WorkloadKind
 from tritonguard.core.config_map_changes import ConfigMapData
 from tritonguard.core.pod_targets import (
@@ -408,6 +409,16 @@ def _where(namespace: str) -> str:
     return "all namespaces" if namespace == ALL_NAMESPACES else namespace
 
 
+def _watch_error(resource: str, namespace: str, obj: Mapping[str, Any]) -> KubernetesError:
+    """Turn a watch's ERROR event (a ``Status``) into the error it means."""
+    code = obj.get("code")
+    return KubernetesError(
+        _STATUS_KINDS.get(int(code or 0), "server"),
+        _one_line(f"watch {resource} in {_where(namespace)}: {obj.get('message', obj)}"),
+        code,
+    )
+
+
 def _retries() -> urllib3.Retry:
     # No retry on refused connections (fail fast when the API server is down); one retry of
     # idempotent calls whose kept-alive connection was closed under them.
@@ -702,7 +713,7 @@ class KubernetesClient(KubeApi):
         *,
         lister: Callable[..., Any] | None = None,
         resource: str = "pods",
-    ) -> AsyncIterator[JsonObj]:
+    ) -> AsyncGenerator[JsonObj, None]:
         """Yield raw watch events from one watch request, read by a dedicated thread.
 
         Pods unless ``lister`` (a list call of another resource, named ``resource``) is given.
@@ -774,7 +785,7 @@ class KubernetesClient(KubeApi):
                 with contextlib.suppress(Exception):
                     resp.shutdown()
 
-    async def watch_pods(
+    def watch_pods(
         self,
         namespace: str,
         label_selector: str = "",
@@ -797,72 +808,38 @@ class KubernetesClient(KubeApi):
         watch request is accepted. Close the iterator (``contextlib.aclosing``) to stop it
         promptly.
         """
-        known: dict[tuple[str, str], Pod] = {}
-        rv = resource_version
-        backoff = initial_backoff_s
-        while True:
-            try:
-                if rv is None:
-                    pods, rv = await self._list_pods_rv(namespace, label_selector)
-                    current = {(p.namespace, p.name): p for p in pods}
-                    for key, pod in current.items():
-                        before = known.get(key)
-                        if before is None:
-                            yield PodEvent("ADDED", pod)
-                        elif before.resource_version != pod.resource_version:
-                            yield PodEvent("MODIFIED", pod)
-                    for key in sorted(set(known) - set(current)):
-                        yield PodEvent("DELETED", known[key])
-                    known = current
-                    if on_synced is not None:
-                        on_synced()
-                opened = time.monotonic()
-                events_seen = 0
-                stream = self._stream_pods(
-                    namespace, label_selector, rv, watch_timeout_s, on_open=on_synced
-                )
-                async for raw in stream:
-                    events_seen += 1
-                    kind = raw.get("type")
-                    obj = raw.get("object") or {}
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            rv = None  # expired: relist and diff
-                            break
-                        raise KubernetesError(
-                            _STATUS_KINDS.get(int(obj.get("code") or 0), "server"),
-                            _one_line(
-                                f"watch pods in {_where(namespace)}: {obj.get('message', obj)}"
-                            ),
-                            obj.get("code"),
-                        )
-                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                    if kind not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue  # BOOKMARK: only the resourceVersion matters
-                    try:
-                        pod = pod_from_dict(
-                            {**obj, "metadata": {"namespace": namespace, **obj.get("metadata", {})}}
-                        )
-                    except (ValueError, TypeError, AttributeError) as exc:
-                        self._malformed(namespace, ValueError(str(exc)))
-                        continue
-                    if kind == "DELETED":
-                        known.pop((pod.namespace, pod.name), None)
-                    else:
-                        known[(pod.namespace, pod.name)] = pod
-                    backoff = initial_backoff_s
-                    yield PodEvent(kind, pod)
-                if rv is not None and not events_seen and time.monotonic() - opened < 1.0:
-                    # A watch closed at once without news (a server shutting down): do not spin.
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, max_backoff_s)
-            except KubernetesError as err:
-                if not err.retryable:
-                    raise
-                if on_error is not None:
-                    on_error(err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, max_backoff_s)
+        kind: ObjectKind[Pod, PodEvent, KubernetesError] = ObjectKind(
+            list=lambda: self._list_pods_rv(namespace, label_selector),
+            watch=lambda rv, on_open: self._stream_pods(
+                namespace, label_selector, rv, watch_timeout_s, on_open=on_open
+            ),
+            parse=functools.partial(self._watched_pod, namespace),
+            key=lambda pod: (pod.namespace, pod.name),
+            version=lambda pod: pod.resource_version,
+            tombstone=lambda pod: pod,
+            event=lambda change, pod, _listed: PodEvent(change, pod),
+            watch_error=functools.partial(_watch_error, "pods", namespace),
+            errors=KubernetesError,
+            retryable=lambda err: err.retryable,
+        )
+        return reflect(
+            kind,
+            resource_version=resource_version,
+            initial_backoff_s=initial_backoff_s,
+            max_backoff_s=max_backoff_s,
+            on_error=on_error,
+            on_synced=on_synced,
+        )
+
+    def _watched_pod(self, namespace: str, obj: Mapping[str, Any]) -> Pod | None:
+        """Read a pod a watch sent (None, reported, when it cannot be read)."""
+        try:
+            return pod_from_dict(
+                {**obj, "metadata": {"namespace": namespace, **obj.get("metadata", {})}}
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            self._malformed(namespace, ValueError(str(exc)))
+            return None
 
     async def read_replicaset_owner(self, namespace: str, name: str) -> OwnerRef | None:
         """Return the controller of a ReplicaSet (its Deployment), or None when it has none."""
@@ -969,7 +946,7 @@ class KubernetesClient(KubeApi):
             if token is None:
                 return items, rv
 
-    async def watch_config_maps(
+    def watch_config_maps(
         self,
         namespace: str,
         *,
@@ -988,74 +965,42 @@ class KubernetesClient(KubeApi):
         With ``keep``, a list holds and tells only the ConfigMaps ``keep(namespace, name)``
         wants (asked at each list); the watch still tells every change.
         """
-        known: dict[tuple[str, str], str] = {}
-        rv: str | None = None
-        backoff = initial_backoff_s
-        while True:
-            try:
-                if rv is None:
-                    maps, rv = await self._list_config_maps_rv(namespace, keep)
-                    current = {(m.namespace, m.name): m for m in maps}
-                    for key, cm in current.items():
-                        if known.get(key) != cm.resource_version:
-                            kind: PodEventType = "ADDED" if key not in known else "MODIFIED"
-                            yield ConfigMapEvent(kind, cm, listed=True)
-                    for ns, name in sorted(set(known) - set(current)):
-                        yield ConfigMapEvent("DELETED", ConfigMapData(ns, name, ""), listed=True)
-                    known = {k: m.resource_version for k, m in current.items()}
-                    if on_synced is not None:
-                        on_synced()
-                opened = time.monotonic()
-                events_seen = 0
-                stream = self._stream_pods(
-                    namespace,
-                    "",
-                    rv,
-                    watch_timeout_s,
-                    on_open=on_synced,
-                    lister=self._config_map_lister(namespace),
-                    resource="configmaps",
-                )
-                async for raw in stream:
-                    events_seen += 1
-                    kind_ = raw.get("type")
-                    obj = _mapping(raw.get("object"))
-                    if kind_ == "ERROR":
-                        if obj.get("code") == 410:
-                            rv = None
-                            break
-                        raise KubernetesError(
-                            _STATUS_KINDS.get(int(obj.get("code") or 0), "server"),
-                            _one_line(
-                                f"watch configmaps in {_where(namespace)}: "
-                                f"{obj.get('message', obj)}"
-                            ),
-                            obj.get("code"),
-                        )
-                    rv = str(_mapping(obj.get("metadata")).get("resourceVersion") or rv)
-                    if kind_ not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue  # BOOKMARK: only the resourceVersion matters
-                    try:
-                        cm = config_map_from_dict(obj, namespace)
-                    except ValueError as exc:
-                        self._malformed(namespace, exc, "ConfigMap")
-                        continue
-                    if kind_ == "DELETED":
-                        known.pop((cm.namespace, cm.name), None)
-                    else:
-                        known[(cm.namespace, cm.name)] = cm.resource_version
-                    backoff = initial_backoff_s
-                    yield ConfigMapEvent(kind_, cm)
-                if rv is not None and not events_seen and time.monotonic() - opened < 1.0:
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, max_backoff_s)
-            except KubernetesError as err:
-                if not err.retryable:
-                    raise
-                if on_error is not None:
-                    on_error(err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, max_backoff_s)
+        kind: ObjectKind[ConfigMapData, ConfigMapEvent, KubernetesError] = ObjectKind(
+            list=lambda: self._list_config_maps_rv(namespace, keep),
+            watch=lambda rv, on_open: self._stream_pods(
+                namespace,
+                "",
+                rv,
+                watch_timeout_s,
+                on_open=on_open,
+                lister=self._config_map_lister(namespace),
+                resource="configmaps",
+            ),
+            parse=functools.partial(self._watched_config_map, namespace),
+            key=lambda cm: (cm.namespace, cm.name),
+            version=lambda cm: cm.resource_version,
+            # Only its name is kept (a ConfigMap holds up to 1 MiB), and told when it is gone.
+            tombstone=lambda cm: ConfigMapData(cm.namespace, cm.name, ""),
+            event=ConfigMapEvent,
+            watch_error=functools.partial(_watch_error, "configmaps", namespace),
+            errors=KubernetesError,
+            retryable=lambda err: err.retryable,
+        )
+        return reflect(
+            kind,
+            initial_backoff_s=initial_backoff_s,
+            max_backoff_s=max_backoff_s,
+            on_error=on_error,
+            on_synced=on_synced,
+        )
+
+    def _watched_config_map(self, namespace: str, obj: Mapping[str, Any]) -> ConfigMapData | None:
+        """Read a ConfigMap a watch sent (None, reported, when it cannot be read)."""
+        try:
+            return config_map_from_dict(obj, namespace)
+        except ValueError as exc:
+            self._malformed(namespace, exc, "ConfigMap")
+            return None
 
     # -- events -----------------------------------------------------------------------------
 
