@@ -1,22 +1,31 @@
-"""Start a real Alertmanager (the Debian binary) on loopback for tests, and post alerts to it."""
+"""Start a real Alertmanager (the Debian binary) on loopback for tests, and post alerts to it.
+
+``alertmanager`` is the fixture that starts one on a config (``webhook_config``: the shipped
+example pointed at a daemon) and stops every one started when the test ends.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.fixtures_prometheus import free_port
+from tests.webhook_harness import ALERT
+
+EXAMPLE = Path(__file__).parents[1] / "deploy" / "examples" / "alertmanager.yaml"
 
 
 def alertmanager_binary() -> str | None:
@@ -115,3 +124,48 @@ def start_alertmanager(workdir: Path, config: Mapping[str, Any]) -> Alertmanager
         am.stop()
         raise
     return am
+
+
+StartAlertmanager = Callable[[Mapping[str, Any]], AlertmanagerProcess]
+
+
+@pytest.fixture(name="alertmanager")
+def alertmanager_starter(tmp_path: Path) -> Iterator[StartAlertmanager]:
+    """Yield a function starting Alertmanager on a config; each one started is stopped after."""
+    started: list[AlertmanagerProcess] = []
+
+    def start(config: Mapping[str, Any]) -> AlertmanagerProcess:
+        am = start_alertmanager(tmp_path / f"alertmanager{len(started)}", config)
+        started.append(am)
+        return am
+
+    yield start
+    for am in started:
+        am.stop()
+
+
+def webhook_config(daemon_base: str, credentials: Path) -> dict[str, Any]:
+    """Return the shipped example, pointed at this daemon and token file, notifying at once."""
+    config: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    (route,) = config["route"]["routes"]
+    route.update(group_wait="0s", group_interval="1s")
+    (receiver,) = [r for r in config["receivers"] if r["name"] == "tritonguard"]
+    (hook,) = receiver["webhook_configs"]
+    hook["url"] = f"{daemon_base}/api/alertmanager"
+    authorization = hook["http_config"]["authorization"]
+    assert authorization["type"] == "Bearer" and "credentials_file" in authorization
+    authorization["credentials_file"] = str(credentials)
+    return config
+
+
+def prometheus_alert(*, resolved: bool = False) -> dict[str, Any]:
+    """Return an alert as Prometheus posts it to Alertmanager's API."""
+    now = dt.datetime.now(dt.UTC)
+    ends = now - dt.timedelta(seconds=1) if resolved else now + dt.timedelta(hours=1)
+    return {
+        "labels": {"alertname": ALERT, "namespace": "prod", "model": "resnet", "severity": "page"},
+        "annotations": {"summary": "resnet p99 over its SLO for 5m"},
+        "startsAt": (now - dt.timedelta(minutes=5)).isoformat(),
+        "endsAt": ends.isoformat(),
+        "generatorURL": "http://prometheus:9090/graph",
+    }

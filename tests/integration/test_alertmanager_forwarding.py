@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,13 @@ import aiohttp
 import pytest
 
 from tests.fakes.kube import FakeKube
-from tests.fixtures_alertmanager import AlertmanagerProcess, start_alertmanager
+from tests.fixtures_alertmanager import (  # noqa: F401 - alertmanager_starter: the fixture
+    StartAlertmanager,
+    alertmanager_starter,
+    prometheus_alert,
+    webhook_config,
+)
 from tests.fixtures_prometheus import free_port
-from tests.integration.test_alertmanager_real import _alert, _config
 from tests.integration.test_discovery_rollouts import kubectl
 from tests.webhook_harness import PLAYBOOK, TOKEN, armed, daemon, notification, wait_until
 from tests.webhook_harness import alert as webhook_alert
@@ -37,23 +41,6 @@ REQUESTS_FAILED = 'alertmanager_notification_requests_failed_total{integration="
 FIRING = "tritonguard_alertmanager_alerts_total"
 FORWARDS = "tritonguard_alertmanager_forwards_total"
 UNAUTHORIZED = "tritonguard_api_unauthorized_total"
-
-StartAlertmanager = Callable[[Mapping[str, Any]], AlertmanagerProcess]
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[StartAlertmanager]:
-    """Yield a function starting Alertmanager on a config; each one started is stopped after."""
-    started: list[AlertmanagerProcess] = []
-
-    def start(config: Mapping[str, Any]) -> AlertmanagerProcess:
-        am = start_alertmanager(tmp_path / f"alertmanager{len(started)}", config)
-        started.append(am)
-        return am
-
-    yield start
-    for am in started:
-        am.stop()
 
 
 class Replica:
@@ -163,8 +150,8 @@ async def test_alertmanager_posting_to_the_follower_reaches_the_leaders_playbook
         published = json.loads(lease["metadata"]["annotations"][ADDRESS_ANNOTATION])
         assert published == {"identity": "tritonguard-a", "url": a.base}
 
-        am = await asyncio.to_thread(alertmanager, _config(b.base, _credentials(tmp_path)))
-        await asyncio.to_thread(am.post_alerts, [_alert()])
+        am = await asyncio.to_thread(alertmanager, webhook_config(b.base, _credentials(tmp_path)))
+        await asyncio.to_thread(am.post_alerts, [prometheus_alert()])
         await wait_until(lambda: a.service.alerts.count == 1, timeout_s=30)
         firing = await armed(a.service)
         assert b.service.alerts.count == 1
@@ -173,7 +160,7 @@ async def test_alertmanager_posting_to_the_follower_reaches_the_leaders_playbook
         await wait_until(lambda: am.metric(REQUESTS) >= 1, timeout_s=10)
         assert am.metric(REQUESTS_FAILED) == 0
 
-        await asyncio.to_thread(am.post_alerts, [_alert(resolved=True)])
+        await asyncio.to_thread(am.post_alerts, [prometheus_alert(resolved=True)])
         await wait_until(lambda: a.service.alerts.count == 0, timeout_s=30)
         after_resolve = await armed(a.service)
     assert [(r.playbook, r.status) for r in firing] == [("reload-on-slo-burn", "planned")]
@@ -212,8 +199,8 @@ async def test_a_leader_out_of_reach_gets_alertmanager_a_5xx_and_its_retry_lands
     a = Replica(tmp_path, kubeconfig, "tritonguard-a", advertise=f"http://127.0.0.1:{gate}")
     b = Replica(tmp_path, kubeconfig, "tritonguard-b")
     async with serving(a, lead=True), serving(b, lead=False):
-        am = await asyncio.to_thread(alertmanager, _config(b.base, _credentials(tmp_path)))
-        await asyncio.to_thread(am.post_alerts, [_alert()])
+        am = await asyncio.to_thread(alertmanager, webhook_config(b.base, _credentials(tmp_path)))
+        await asyncio.to_thread(am.post_alerts, [prometheus_alert()])
         await wait_until(lambda: am.metric(REQUESTS_FAILED) >= 2, timeout_s=30)
         assert a.service.alerts.count == 0
         assert b.service.alerts.count == 1  # kept here all the same: b may lead next
@@ -249,8 +236,8 @@ async def test_a_forwarded_post_with_a_bad_token_is_refused_and_alertmanager_ret
         assert status == 401, reply
         assert a.service.alerts.count == 0
 
-        am = await asyncio.to_thread(alertmanager, _config(b.base, _credentials(tmp_path)))
-        await asyncio.to_thread(am.post_alerts, [_alert()])
+        am = await asyncio.to_thread(alertmanager, webhook_config(b.base, _credentials(tmp_path)))
+        await asyncio.to_thread(am.post_alerts, [prometheus_alert()])
         await wait_until(lambda: am.metric(REQUESTS_FAILED) >= 2, timeout_s=30)
         assert "unexpected status code 502" in am.log_tail(400)
         assert a.service.alerts.count == 0
@@ -336,8 +323,10 @@ async def test_with_shards_the_receiving_pod_forwards_to_every_shards_leader(
         lease = fake_kube.get_object("Lease", HOME, "tritonguard-leader-shard-1")
         assert lease is not None
         assert f"127.0.0.1:{gate}" in lease["metadata"]["annotations"][ADDRESS_ANNOTATION]
-        am = await asyncio.to_thread(alertmanager, _config(follower0.base, _credentials(tmp_path)))
-        await asyncio.to_thread(am.post_alerts, [_alert()])
+        am = await asyncio.to_thread(
+            alertmanager, webhook_config(follower0.base, _credentials(tmp_path))
+        )
+        await asyncio.to_thread(am.post_alerts, [prometheus_alert()])
         await wait_until(lambda: lead0.service.alerts.count == 1, timeout_s=30)
         await wait_until(lambda: am.metric(REQUESTS_FAILED) >= 2, timeout_s=30)
         assert lead1.service.alerts.count == 0
