@@ -1,8 +1,9 @@
 """A pending approval survives a leader change: the next leader waits for it and a click decides it.
 
-Two replicas are built as ``tritonguard run`` builds them, each on its own audit file, with
-leader election on the fake Kubernetes API's Lease, slack_sdk's real Web API and Socket Mode
-clients against the one fake Slack, and the real Kubernetes client scaling the Deployment.
+Two replicas are built as ``tritonguard run`` builds them (``leader_pair.service_pair``), each
+on its own audit file, with leader election on the fake Kubernetes API's Lease, slack_sdk's
+real Web API and Socket Mode clients against the one fake Slack, and the real Kubernetes
+client scaling the Deployment.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import pytest
 from tests import playbook_harness
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.integration import test_slack_approvals as flow
-from tests.integration.playbook_fakes import seed_triton_deployment
+from tests.integration.leader_pair import lease_api, service_pair
 from tests.integration.test_slack_approvals import (
     ALICE,
     Clock,
@@ -25,38 +25,18 @@ from tests.integration.test_slack_approvals import (
     click,
     connect,
     root,
-    service_of,
     settle,
     still_open,
     wait_for,
 )
 from tritonguard.core.slack_message import APPROVE_ACTION, REJECT_ACTION
-from tritonguard.runtime.playbook_service import PlaybookService
-from tritonguard.settings import KubeSettings
 
 
 @pytest.fixture
 async def kube() -> AsyncIterator[FakeKube]:
     """Yield a fake API server with the lease's namespace and a Deployment of two replicas."""
-    async with FakeKube() as server:
-        server.add_namespace("tritonguard")
-        yield seed_triton_deployment(server)
-
-
-def replica(
-    tmp_path: Path, name: str, slack: FakeSlack, kube: FakeKube, clock: Clock
-) -> PlaybookService:
-    """Build replica ``name`` on its own audit file, electing a leader on the shared Lease."""
-    (tmp_path / name).mkdir()
-    s = flow.settings(tmp_path / name, slack, kube)
-    s = s.model_copy(
-        update={
-            "kube": KubeSettings(
-                kubeconfig=s.kube.kubeconfig, leader_election=True, identity=f"tritonguard-{name}"
-            )
-        }
-    )
-    return service_of(s, clock)
+    async with lease_api() as server:
+        yield server
 
 
 async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
@@ -71,12 +51,8 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
     the new leader stops publishing it, and does not expire it at the deadline.
     """
     clock = Clock()
-    a = replica(tmp_path, "a", fake_slack, kube, clock)
-    b = replica(tmp_path, "b", fake_slack, kube, clock)
-    try:
+    async with service_pair(tmp_path, fake_slack, kube, clock) as (a, b):
         assert a.elector is not None and b.elector is not None
-        assert await a.elector.step()
-        assert not await b.elector.step()
         # Each replica opens the incident at its own evaluation, so under its own id.
         for replica_ in (a, b):
             event = playbook_harness.incident("cpu_bottleneck", at=clock.now)
@@ -122,6 +98,3 @@ async def test_the_next_leader_keeps_the_approval_and_a_click_there_decides_it(
         await settle(a)
         assert by_status(a, "expired") == []
         assert "Expired" not in "\n".join(m.text for m in fake_slack.thread_of(message))
-    finally:
-        await a.close()
-        await b.close()

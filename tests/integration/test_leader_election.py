@@ -1,162 +1,51 @@
-"""Two daemon replicas electing a leader on the fake Kubernetes API with the real client."""
+"""Two daemon replicas electing a leader on the fake Kubernetes API with the real client.
+
+The replicas are ``leader_pair``'s: the real parts, wired as ``build_service`` does.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import pytest
 
 from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.playbook_harness import StaticFeatures, handle, stage
+from tests.integration.leader_pair import (
+    LEASE,
+    NS,
+    SCALE,
+    WALL,
+    Replica,
+    elect,
+    lease_api,
+    opened,
+    replica,
+)
+from tests.playbook_harness import StaticFeatures, handle
 from tests.slack_delivery import attach
-from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
-from tritonguard.clients.slack_api import SlackNotifier
-from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
-from tritonguard.core.guards import GuardSettings
-from tritonguard.core.playbook_model import load_playbooks_text
 from tritonguard.core.run_handover import ANNOTATION, VERIFICATIONS_ANNOTATION
-from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.leader_election import LeaderElector
-from tritonguard.runtime.playbook_executor import ExecutorEnv
-from tritonguard.runtime.playbook_stage import PlaybookStage
-
-NS = "tritonguard"
-LEASE = "tritonguard-leader"
-WALL = 10_000.0
-_ids = itertools.count(1)
-
-SCALE = """
-name: scale-out
-when: {causes: [cpu_bottleneck]}
-guards: {dry_run: false, cooldown: 30m}
-steps:
-  - action: kubernetes.scale
-    params: {name: triton, add: 1}
-  - action: slack.post
-    params: {text: "{{ model }} scaled out"}
-"""
-
-
-@dataclass
-class Clock:
-    """A monotonic clock the test advances by hand, so lease expiry needs no sleeping."""
-
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        """Return the current reading."""
-        return self.now
-
-
-@dataclass
-class Replica:
-    """One daemon replica: its own API client, clock, audit store, elector and playbook stage."""
-
-    name: str
-    kube: KubernetesClient
-    clock: Clock
-    store: AuditStore
-    elector: LeaderElector
-    playbooks: PlaybookStage
-    closers: list[KubernetesClient] = field(default_factory=list)
 
 
 @pytest.fixture
 async def api() -> AsyncIterator[FakeKube]:
     """Yield a fake API server with the daemon's namespace and a Triton Deployment."""
-    async with FakeKube() as server:
-        server.add_namespace(NS)
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
+    async with lease_api() as server:
         yield server
-
-
-def replica(
-    name: str,
-    api: FakeKube,
-    slack: FakeSlack,
-    *,
-    playbook: str = SCALE,
-    features: StaticFeatures | None = None,
-    sleep: asyncio.Event | None = None,
-) -> Replica:
-    """Build a replica the way build_service wires one, with hand-driven clocks.
-
-    ``sleep``, when given, holds verify waits until it is set.
-    """
-
-    async def wait(seconds: float) -> None:
-        if sleep is not None:
-            await sleep.wait()
-
-    clock = Clock()
-    kube = KubernetesClient.for_host(api.url, timeout_s=5.0)
-    kube.monotonic = clock
-    store = AuditStore()
-    elector = LeaderElector(
-        kube,
-        store,
-        namespace=NS,
-        name=LEASE,
-        identity=name,
-        duration_s=15,
-        clock=lambda: WALL,
-        monotonic=clock,
-    )
-    env = ExecutorEnv(
-        kube=kube,
-        slack=SlackNotifier(slack.token, base_url=slack.base_url),
-        slack_channel="#tritonguard-alerts",
-        clock=lambda: WALL,
-        on_run=elector.nudge,
-        features=features or StaticFeatures(),
-        sleep=wait,
-    )
-    books = load_playbooks_text(playbook, "scale.yaml", catalog())
-    playbooks = stage(
-        books,
-        store,
-        settings=GuardSettings(dry_run=False),
-        env=env,
-        leader_elsewhere=elector.leader_elsewhere,
-    )
-    return Replica(name, kube, clock, store, elector, playbooks)
-
-
-def opened() -> IncidentEvent:
-    """Return a cpu_bottleneck incident as each replica's own engine would open it."""
-    return IncidentEvent(
-        event="opened",
-        incident_id=f"inc-{next(_ids)}",
-        cause="cpu_bottleneck",
-        subject=Subject("prod", "resnet", "triton-5d9c7b-x2x9q"),
-        at=WALL,
-        confidence=0.9,
-        summary="container CPU at its quota while the GPU idles",
-        evidence={"cpu": Evidence(0.97, "ratio", 60, "container CPU / quota")},
-        fix=Fix("raise the CPU limit"),
-        opened_at=WALL - 60,
-    )
 
 
 @pytest.fixture
 async def pair(api: FakeKube, fake_slack: FakeSlack) -> AsyncIterator[tuple[Replica, Replica]]:
     """Yield replicas a and b; a has taken the lease first."""
-    a, b = replica("tritonguard-a", api, fake_slack), replica("tritonguard-b", api, fake_slack)
-    assert await a.elector.step()
-    assert not await b.elector.step()
-    try:
+    with (
+        replica("tritonguard-a", api, fake_slack) as a,
+        replica("tritonguard-b", api, fake_slack) as b,
+    ):
+        await elect(a.elector, b.elector)
         yield a, b
-    finally:
-        for r in (a, b):
-            r.kube.close()
-            r.store.close()
 
 
 def replicas_of_triton(api: FakeKube) -> int:
@@ -283,11 +172,13 @@ async def test_the_next_leader_judges_a_verification_the_dead_leader_left(
     A verification the leader settles is dropped from the follower's store.
     """
     held = asyncio.Event()
-    a = replica("tritonguard-a", api, fake_slack, playbook=VERIFIED, sleep=held)
-    b = replica("tritonguard-b", api, fake_slack, playbook=VERIFIED, features=StaticFeatures(0.95))
-    try:
-        assert await a.elector.step()
-        assert not await b.elector.step()
+    with (
+        replica("tritonguard-a", api, fake_slack, playbook=VERIFIED, sleep=held) as a,
+        replica(
+            "tritonguard-b", api, fake_slack, playbook=VERIFIED, features=StaticFeatures(0.95)
+        ) as b,
+    ):
+        await elect(a.elector, b.elector)
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert replicas_of_triton(api) == 3
@@ -312,9 +203,6 @@ async def test_the_next_leader_judges_a_verification_the_dead_leader_left(
             ("slack.post", "ran"),
         ]
         assert replicas_of_triton(api) == 2
-    finally:
-        for r in (a, b):
-            r.kube.close()
 
 
 async def test_a_follower_drops_a_verification_the_leader_has_judged(
@@ -322,16 +210,17 @@ async def test_a_follower_drops_a_verification_the_leader_has_judged(
 ) -> None:
     """Once the leader's verdict is in, the next publication no longer lists it: b forgets it."""
     held = asyncio.Event()
-    a = replica(
-        "tritonguard-a",
-        api,
-        fake_slack,
-        playbook=VERIFIED,
-        sleep=held,
-        features=StaticFeatures(0.4),
-    )
-    b = replica("tritonguard-b", api, fake_slack, playbook=VERIFIED)
-    try:
+    with (
+        replica(
+            "tritonguard-a",
+            api,
+            fake_slack,
+            playbook=VERIFIED,
+            sleep=held,
+            features=StaticFeatures(0.4),
+        ) as a,
+        replica("tritonguard-b", api, fake_slack, playbook=VERIFIED) as b,
+    ):
         assert await a.elector.step()
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
@@ -344,6 +233,3 @@ async def test_a_follower_drops_a_verification_the_leader_has_judged(
         assert await a.elector.step()
         assert not await b.elector.step()
         assert b.store.pending_verifications() == []
-    finally:
-        for r in (a, b):
-            r.kube.close()

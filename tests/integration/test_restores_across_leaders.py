@@ -1,9 +1,10 @@
 """A restore on resolve survives a leader change: the next leader puts the value back.
 
-Two replicas elect a leader on the fake Kubernetes API's Lease with the real client, as in
-``test_leader_election``. The leader raises a KEDA ScaledObject's floor (a change restored
-when the incident resolves) and dies while verifying it; the next leader judges the
-verification and, when its own incident on the subject resolves, restores the floor.
+Two replicas elect a leader on the fake Kubernetes API's Lease with the real client
+(``leader_pair``'s, as in ``test_leader_election``). The leader raises a KEDA ScaledObject's
+floor (a change restored when the incident resolves) and dies while verifying it; the next
+leader judges the verification and, when its own incident on the subject resolves, restores
+the floor.
 """
 
 from __future__ import annotations
@@ -19,8 +20,16 @@ import pytest
 from tests import playbook_harness, waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
-from tests.integration import test_slack_approvals as approvals_flow
-from tests.integration.test_leader_election import LEASE, NS, WALL, opened, replica
+from tests.integration.leader_pair import (
+    LEASE,
+    NS,
+    WALL,
+    elect,
+    lease_api,
+    opened,
+    replica,
+    service_pair,
+)
 from tests.integration.test_playbooks_kube_slack import seed_incident_pod
 from tests.integration.test_slack_approvals import (
     ALICE,
@@ -29,7 +38,6 @@ from tests.integration.test_slack_approvals import (
     click,
     connect,
     root,
-    service_of,
     settle,
     still_open,
     wait_for,
@@ -37,8 +45,6 @@ from tests.integration.test_slack_approvals import (
 from tests.playbook_harness import StaticFeatures, resolved
 from tritonguard.core.run_handover import VERIFICATIONS_ANNOTATION
 from tritonguard.core.slack_message import APPROVE_ACTION
-from tritonguard.runtime.playbook_service import PlaybookService
-from tritonguard.settings import KubeSettings
 
 KEDA_SCALE = """
 name: scale-out
@@ -56,10 +62,7 @@ escalate:
 @pytest.fixture
 async def api() -> AsyncIterator[FakeKube]:
     """Yield a fake API server whose Triton Deployment's floor is KEDA's (minReplicaCount 2)."""
-    async with FakeKube() as server:
-        server.add_namespace(NS)
-        server.add_namespace("prod")
-        server.add_deployment("prod", "triton", replicas=2)
+    async with lease_api() as server:
         seed_incident_pod(server)
         server.add_scaled_object("prod", "triton-so", "triton", min_replica_count=2)
         yield server
@@ -82,11 +85,13 @@ async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
     subject, cause and opening) puts minReplicaCount back to 2, as the old leader would have.
     """
     held = asyncio.Event()
-    a = replica("tritonguard-a", api, fake_slack, playbook=KEDA_SCALE, sleep=held)
-    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE, features=StaticFeatures(0.4))
-    try:
-        assert await a.elector.step()
-        assert not await b.elector.step()
+    with (
+        replica("tritonguard-a", api, fake_slack, playbook=KEDA_SCALE, sleep=held) as a,
+        replica(
+            "tritonguard-b", api, fake_slack, playbook=KEDA_SCALE, features=StaticFeatures(0.4)
+        ) as b,
+    ):
+        await elect(a.elector, b.elector)
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
         assert floor(api) == 3
@@ -117,10 +122,6 @@ async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
             ("kubernetes.scaledobject_min", "ran")
         ], [(r.action, r.status, r.reason) for r in done.get(mine.incident_id, [])]
         assert floor(api) == 2
-    finally:
-        for r in (a, b):
-            r.kube.close()
-            r.store.close()
 
 
 async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_change(
@@ -132,16 +133,17 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
     looks held on the follower; the leader's own resolution puts the floor back.
     """
     held = asyncio.Event()
-    a = replica(
-        "tritonguard-a",
-        api,
-        fake_slack,
-        playbook=KEDA_SCALE,
-        sleep=held,
-        features=StaticFeatures(0.4),
-    )
-    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE)
-    try:
+    with (
+        replica(
+            "tritonguard-a",
+            api,
+            fake_slack,
+            playbook=KEDA_SCALE,
+            sleep=held,
+            features=StaticFeatures(0.4),
+        ) as a,
+        replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE) as b,
+    ):
         assert await a.elector.step()
         theirs = opened()
         a.playbooks.step([theirs], WALL)
@@ -166,10 +168,6 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
         restores = [r for r in done.get(theirs.incident_id, []) if r.phase == "restore"]
         assert [(r.action, r.status) for r in restores] == [("kubernetes.scaledobject_min", "ran")]
         assert floor(api) == 2
-    finally:
-        for r in (a, b):
-            r.kube.close()
-            r.store.close()
 
 
 async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
@@ -182,16 +180,17 @@ async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
     the leader's verify. The floor stays raised until the leader's resolution restores it.
     """
     held = asyncio.Event()
-    a = replica(
-        "tritonguard-a",
-        api,
-        fake_slack,
-        playbook=KEDA_SCALE,
-        sleep=held,
-        features=StaticFeatures(0.4),
-    )
-    b = replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE)
-    try:
+    with (
+        replica(
+            "tritonguard-a",
+            api,
+            fake_slack,
+            playbook=KEDA_SCALE,
+            sleep=held,
+            features=StaticFeatures(0.4),
+        ) as a,
+        replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE) as b,
+    ):
         assert await a.elector.step()
         theirs = opened()
         a.playbooks.step([theirs], WALL)
@@ -215,10 +214,6 @@ async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
         restores = [r for r in done.get(theirs.incident_id, []) if r.phase == "restore"]
         assert [(r.action, r.status) for r in restores] == [("kubernetes.scaledobject_min", "ran")]
         assert floor(api) == 2
-    finally:
-        for r in (a, b):
-            r.kube.close()
-            r.store.close()
 
 
 RAISE_THEN_ASK = """
@@ -239,23 +234,6 @@ steps:
 """
 
 
-def approving_replica(
-    tmp_path: Path, name: str, slack: FakeSlack, kube: FakeKube, clock: Clock
-) -> PlaybookService:
-    """Build replica ``name`` as ``tritonguard run`` does, with the raise-then-ask playbook."""
-    (tmp_path / name).mkdir()
-    s = approvals_flow.settings(tmp_path / name, slack, kube)
-    (tmp_path / name / "books" / "scale.yaml").write_text(RAISE_THEN_ASK)
-    s = s.model_copy(
-        update={
-            "kube": KubeSettings(
-                kubeconfig=s.kube.kubeconfig, leader_election=True, identity=f"tritonguard-{name}"
-            )
-        }
-    )
-    return service_of(s, clock)
-
-
 async def test_the_next_leader_restores_the_floors_of_an_approved_run(
     tmp_path: Path, fake_slack: FakeSlack, api: FakeKube
 ) -> None:
@@ -266,12 +244,8 @@ async def test_the_next_leader_restores_the_floors_of_an_approved_run(
     runs the approved raise and, when its own incident resolves, restores 4 → 3 → 2.
     """
     clock = Clock()
-    a = approving_replica(tmp_path, "a", fake_slack, api, clock)
-    b = approving_replica(tmp_path, "b", fake_slack, api, clock)
-    try:
+    async with service_pair(tmp_path, fake_slack, api, clock, playbook=RAISE_THEN_ASK) as (a, b):
         assert a.elector is not None and b.elector is not None
-        assert await a.elector.step()
-        assert not await b.elector.step()
         events = {}
         for name, replica_ in (("a", a), ("b", b)):
             events[name] = playbook_harness.incident("cpu_bottleneck", at=clock.now)
@@ -301,6 +275,3 @@ async def test_the_next_leader_restores_the_floors_of_an_approved_run(
             ("kubernetes.scaledobject_min", 2, "ran"),
         ]
         assert floor(api) == 2
-    finally:
-        await a.close()
-        await b.close()
