@@ -1,11 +1,14 @@
 """One target's scrapes parsed straight into the series store: a known line costs a compare.
 
 ``TargetIngest`` remembers, per target, the last exposition line by line: the text before
-each sample's value and the series it feeds. A steady exposition (the same series in the
-same order every scrape, as Triton's is) then costs per sample one partition, one string
-compare, a share of one bulk float conversion and two array appends: no label parsing, no
-relabelling, no ``Sample`` objects. Lines that moved or are new are found by their series
-text, and a series never seen is parsed carefully once. The result is the store that
+each sample's value, the series it feeds, the line itself and its value. A steady
+exposition (the same series in the same order every scrape, as Triton's is) then costs per
+sample one string compare against last time's line, made in C; a line that is the same
+keeps its value (gauges, quantiles, idle models' counters), and one that differs costs a
+partition, a compare of the text before its value and a share of one bulk float
+conversion. The store's append follows: no label parsing, no relabelling, no ``Sample``
+objects. Lines that moved or are new are found by their series text, and a series never
+seen is parsed carefully once. The result is the store that
 ``parse_exposition``, relabelling and ``SeriesStore.add_many`` give, with one documented
 difference:
 
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from tritonguard.core.exposition import (
     ExpositionError,
@@ -90,20 +95,81 @@ def scan_layout(
     """Read lines while each matches the previous exposition's line at the same place.
 
     ``heads[i]`` is the text before the last space of sample line ``i`` (``layout[i]`` its
-    slot), or the whole line for a comment or blank line (``layout[i]`` None). Return the
-    first line that differs (or the shorter length).
+    slot), or the whole line for a comment or blank line (``layout[i]`` None), which must
+    then be the same line. Return the first line that differs (or the shorter length).
     """
     add_slot = slots.append
     add_raw = raws.append
     for index, (line, known, slot) in enumerate(zip(lines, heads, layout, strict=False)):
+        if slot is None:
+            # A comment must be the same line, not only the same up to its last word: a
+            # changed '# TYPE' is checked by the careful path.
+            if line != known:
+                return index
+            continue
         head, _, raw = line.rpartition(" ")
-        if head == known:
-            if slot is not None:
-                add_slot(slot)
-                add_raw(raw)
-        elif line != known:
+        if head != known:
             return index
+        add_slot(slot)
+        add_raw(raw)
     return min(len(lines), len(heads))
+
+
+def scan_steady(
+    lines: list[str], steady: SteadyLayout, heads: list[str]
+) -> tuple[list[int], list[str]] | None:
+    """Compare an exposition with the last one read whole; return what changed (None: moved).
+
+    A line equal to the last exposition's line at its place holds the same value, so only
+    the lines that differ are partitioned: return the places of their values in
+    ``steady.values`` and their value tokens. None when a line differs in more than its
+    value (or is a comment that differs at all): the caller reads the exposition by
+    ``scan_layout`` then.
+    """
+    previous = steady.lines
+    if len(lines) != len(previous):
+        return None
+    places: list[int] = []
+    raws: list[str] = []
+    add_place = places.append
+    add_raw = raws.append
+    # The unchanged lines are found in C (most lines of a steady exposition: gauges,
+    # quantiles and idle models' counters), and passed over in C; Python code runs for
+    # the others only.
+    changed = list(map(ne, lines, previous))
+    for line, known, place in zip(
+        compress(lines, changed),
+        compress(heads, changed),
+        compress(steady.where, changed),
+        strict=True,
+    ):
+        if place < 0:
+            return None  # a comment or blank line that changed
+        head, _, raw = line.rpartition(" ")
+        if head != known:
+            return None
+        add_place(place)
+        add_raw(raw)
+    return places, raws
+
+
+@dataclass(slots=True)
+class SteadyLayout:
+    """The last exposition read whole: its lines, the slots it fed and their values.
+
+    ``where[i]`` is the place in ``slots``/``values`` of line ``i``'s value (-1 for a
+    comment or blank line); the last place, fed to ``SKIP``, takes the values of every
+    family not stored. ``samples`` counts the sample lines; ``waiting`` are the slots not
+    stored yet. It is kept only while every sample line feeds a slot (none is read the
+    slow way), so that a line equal to last time's is fully decided by that equality.
+    """
+
+    lines: list[str]
+    where: list[int]
+    slots: list[Series]
+    values: list[float]
+    samples: int
+    waiting: list[Series]
 
 
 class TargetIngest:
@@ -138,8 +204,12 @@ class TargetIngest:
         self._heads: list[str] = []
         self._layout: list[Series | None] = []
         self._generation = store.generation
+        # The last exposition as a whole, while its every sample line feeds a slot.
+        self._steady: SteadyLayout | None = None
         # Expositions read through parse_exposition (OpenMetrics, timestamps, oddities).
         self.slow_reads = 0
+        # Expositions laid out as the last one, whose unchanged lines kept their values.
+        self.steady_reads = 0
         self._kept_names: dict[str, bool] = {}
         self._plain_keys: dict[str, ScrapeKey] = {}
         # Whether the target's labels are only those target_of reads (a scrape's are), so a
@@ -165,6 +235,12 @@ class TargetIngest:
         self._forget_dropped()
         self.cache.keep_bounded()
         lines = text.split("\n")
+        steady = self._steady
+        if steady is not None:
+            changed = scan_steady(lines, steady, self._heads)
+            if changed is not None:
+                return self._ingest_steady(steady, text, lines, changed, timestamp)
+            self._steady = None  # the layout moved: read line by line, and learn it anew
         slots: list[Series] = []
         raws: list[str] = []
         heads, layout = self._heads, self._layout
@@ -186,12 +262,52 @@ class TargetIngest:
             return self._slow(text, timestamp, openmetrics=False)
         before = self.store.samples_ingested
         self.store.append_scrape(slots, values, timestamp)
+        waiting: dict[int, Series] = {}
         for index, series in pending:
             stored = self.store.stored(series.name, series.labels)
             layout[index] = stored
             if stored is None:
+                if heads[index] != _NEVER:
+                    waiting[index] = series
                 heads[index] = _NEVER  # shed, or no value yet: ask the store again next time
+        # Only a layout that held for two expositions in a row is worth comparing whole
+        # (building it costs about what reading a line does); one that moves every time
+        # is read line by line without that cost.
+        if heads is self._heads or heads == self._heads:
+            self._steady = _steady_layout(lines, heads, layout, values, waiting)
         self._heads, self._layout = heads, layout
+        return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
+
+    def _ingest_steady(
+        self,
+        steady: SteadyLayout,
+        text: str,
+        lines: list[str],
+        changed: tuple[list[int], list[str]],
+        timestamp: float,
+    ) -> IngestResult:
+        """Store an exposition laid out as the last one: unchanged lines keep their values."""
+        places, raws = changed
+        samples = steady.samples
+        if self.max_samples is not None and samples > self.max_samples:
+            return self._slow(text, timestamp, openmetrics=False)
+        try:
+            converted = to_floats(raws)
+        except ValueError:
+            return self._slow(text, timestamp, openmetrics=False)
+        values = steady.values.copy()
+        for place, value in zip(places, converted, strict=True):
+            values[place] = value
+        before = self.store.samples_ingested
+        self.store.append_scrape(steady.slots, values, timestamp)
+        steady.lines = lines
+        steady.values = values
+        self.steady_reads += 1
+        store = self.store
+        if any(store.stored(series.name, series.labels) for series in steady.waiting):
+            # A series that waited got stored (a first value, room under the memory bound):
+            # the layout learns it line by line next time.
+            self._steady = None
         return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
 
     # ---- lines that changed -----------------------------------------------------------------
@@ -310,6 +426,7 @@ class TargetIngest:
         if generation == self._generation:
             return
         self._generation = generation
+        self._steady = None  # a slot may be gone: the layout decides line by line again
         for index, slot in enumerate(self._layout):
             if slot is not None and slot.scrape_key is DROPPED:
                 self._heads[index] = _NEVER
@@ -319,6 +436,7 @@ class TargetIngest:
     def _slow(self, text: str, timestamp: float, *, openmetrics: bool) -> IngestResult:
         """Read the exposition as a scrape source would: parse, relabel, keep, add."""
         self.slow_reads += 1
+        self._steady = None
         exposition = parse_exposition(
             text,
             source=self.source,
@@ -365,3 +483,53 @@ def _looks_whole(head: str, name_end: int, raw: str) -> bool:
     if not is_value_token(raw):
         return False
     return name_end == len(head) or (head[name_end] == "{" and head[-1] == "}")
+
+
+def _steady_layout(
+    lines: list[str],
+    heads: list[str],
+    layout: list[Series | None],
+    values: list[float],
+    waiting: dict[int, Series],
+) -> SteadyLayout | None:
+    """Return the layout to compare the next exposition with whole, if every line has a slot.
+
+    A line waiting on the store (``waiting``: a new series without a value yet, such as an
+    idle model's NaN quantile, or one the memory bound shed) keeps its unstored series as
+    its slot, which the store takes once it has a value. None while a line is read the
+    slow way (its head is ``_NEVER``): it must be read by its text again, even unchanged.
+    Lines of families not stored all write their value to one last place, fed to ``SKIP``,
+    so that their values are still checked but cost the store nothing.
+    """
+    if len(heads) != len(lines) or len(layout) != len(lines):
+        return None
+    where: list[int] = []
+    slots: list[Series] = []
+    kept: list[float] = []
+    skipped: list[int] = []
+    samples = 0
+    for index, placed in enumerate(layout):
+        slot = placed if placed is not None else waiting.get(index)
+        if slot is None:
+            if heads[index] == _NEVER:
+                return None
+            where.append(-1)
+            continue
+        if samples == len(values):
+            return None
+        value = values[samples]
+        samples += 1
+        if slot is SKIP:
+            skipped.append(index)
+            where.append(-1)
+        else:
+            where.append(len(slots))
+            slots.append(slot)
+            kept.append(value)
+    if samples != len(values):
+        return None
+    for index in skipped:
+        where[index] = len(slots)
+    slots.append(SKIP)
+    kept.append(0.0)
+    return SteadyLayout(lines, where, slots, kept, samples, list(waiting.values()))
