@@ -39,7 +39,7 @@ class ObjectKind(Generic[T, Ev, E]):
     of ``errors`` is worth trying again after a backoff, else it is raised.
     """
 
-    list: Callable[[], Awaitable[tuple[list[T], str]]]
+    list_all: Callable[[], Awaitable[tuple[list[T], str]]]
     watch: Callable[[str, Callable[[], None] | None], AsyncGenerator[Mapping[str, Any], None]]
     parse: Callable[[Mapping[str, Any]], T | None]
     key: Callable[[T], Key]
@@ -79,7 +79,7 @@ async def reflect(
     while True:
         try:
             if rv is None:
-                listed, rv = await kind.list()
+                listed, rv = await kind.list_all()
                 current = {kind.key(item): item for item in listed}
                 for key, item in current.items():
                     before = known.get(key)

@@ -809,7 +809,7 @@ class KubernetesClient(KubeApi):
         promptly.
         """
         kind: ObjectKind[Pod, PodEvent, KubernetesError] = ObjectKind(
-            list=lambda: self._list_pods_rv(namespace, label_selector),
+            list_all=lambda: self._list_pods_rv(namespace, label_selector),
             watch=lambda rv, on_open: self._stream_pods(
                 namespace, label_selector, rv, watch_timeout_s, on_open=on_open
             ),
@@ -966,7 +966,7 @@ class KubernetesClient(KubeApi):
         wants (asked at each list); the watch still tells every change.
         """
         kind: ObjectKind[ConfigMapData, ConfigMapEvent, KubernetesError] = ObjectKind(
-            list=lambda: self._list_config_maps_rv(namespace, keep),
+            list_all=lambda: self._list_config_maps_rv(namespace, keep),
             watch=lambda rv, on_open: self._stream_pods(
                 namespace,
                 "",
