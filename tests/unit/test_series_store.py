@@ -246,8 +246,8 @@ def _expire_trimming_all(store: SeriesStore, now: float) -> None:
     ):
         if series.last_time < horizon:
             store.points -= len(series.times)
-            del store._series[(series.name, series.labels)]
             del store._by_name[series.name][series.labels]
+            store._count -= 1
         else:
             store.points -= series.trim(horizon)
     if store.max_bytes is not None and store.over_budget() and len(store):
@@ -300,3 +300,32 @@ def test_expiry_that_passes_young_series_over_trims_as_trimming_every_series_wou
             born = born or any(s[5] is not None for s in _state(stores[0]))
         assert any(s[4] for s in _state(stores[0])) and born  # resets kept, a birth met
         assert (stores[0].points_shed > 0) == (bound is not None)
+
+
+def test_a_counter_reset_twice_reads_each_reset_from_the_raw_values() -> None:
+    """Resets are found from raw values before and after an offset, by both ingest paths.
+
+    Until the first reset the raw last value is the stored one; after it, the store keeps
+    it apart (the stored value carries the offset), so a second drop is still a reset and a
+    rise after the first is not. A series never reset holds no resets list at all.
+    """
+    labels = make_labels({"model": "m", "namespace": "p", "pod": "a"})
+    raws = [10.0, 20.0, 5.0, 8.0, 3.0, 4.0]
+    stores = [SeriesStore(), SeriesStore()]
+    for k, raw in enumerate(raws):
+        stores[0].add(Sample("nv_inference_request_success", labels, raw, 10.0 * k), 10.0 * k)
+    key = stores[1].scrape_key(labels, "triton")
+    first = stores[1].new_series("nv_inference_request_success", labels, key)
+    stores[1].append_scrape([first], [raws[0]], 0.0)
+    held = stores[1].stored("nv_inference_request_success", labels)
+    assert held is not None
+    for k, raw in enumerate(raws[1:], start=1):
+        stores[1].append_scrape([held], [raw], 10.0 * k)
+    for store in stores:
+        (s,) = store.family("nv_inference_request_success")
+        assert list(s.values) == [10.0, 20.0, 25.0, 28.0, 31.0, 32.0]
+        assert s.resets == [20.0, 40.0] and s.last_raw == 4.0 and s.offset == 28.0
+        store.expire(50.0 + store.retention_s - 5.0)  # both resets now older than the horizon
+        assert s.resets == [] and s._resets is None
+    (gauge,) = [stores[0].new_series("nv_inference_pending_request_count", labels, key)]
+    assert gauge._resets is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from statistics import median
 
@@ -80,20 +80,55 @@ class Baseline:
         return current / base if base > 0 else None
 
 
-# A snapshot (its object, the packed features, its slot in the deque), measured with
-# tracemalloc at about 200 bytes; rounded up so the bound holds.
-SNAPSHOT_BYTES = 256
+# A snapshot: its row of 22 packed features (176 bytes), its time (8) and health (1) in the
+# subject's columns, those arrays' growth slack (CPython grows an array by a sixteenth plus
+# a few items) and its share of the subject's entries in the history's dicts. Measured with
+# tracemalloc over 2,000 subjects: 206 bytes a snapshot at a full 10-minute lookback (61
+# snapshots a subject), 215 at half of it, where the subject's entries weigh more (it was
+# 385 with an object and an array per snapshot). Rounded up so the bound holds.
+SNAPSHOT_BYTES = 224
 # A carried baseline: two dicts of the baseline features, as the memory bound counts it.
 CARRIED_BYTES = 4096
 
 
-@dataclass(slots=True)
-class _Snapshot:
-    """One evaluation's baseline features, packed: NaN where a feature was unknown."""
+_WIDTH = len(BASELINE_FEATURES)
 
-    t: float
-    values: array[float]
-    healthy: bool
+
+class _Track:
+    """One subject's snapshots as columns: each evaluation's time, health and features.
+
+    One row of ``rows`` (NaN where a feature was unknown) per snapshot, all rows in one packed
+    array: a snapshot costs its 185 bytes of numbers, not an object, an array header and a
+    slot of its own (about 150 bytes more each, some 350 MB at 40,000 subjects).
+    """
+
+    __slots__ = ("healthy", "rows", "times")
+
+    def __init__(self) -> None:
+        self.times: array[float] = array("d")
+        self.healthy = bytearray()
+        self.rows: array[float] = array("d")
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def append(self, t: float, f: FeatureSet, healthy: bool) -> None:
+        """Add one evaluation's snapshot at the end."""
+        self.times.append(t)
+        self.healthy.append(healthy)
+        self.rows.extend(_known(getattr(f, n)) for n in BASELINE_FEATURES)
+
+    def drop_before(self, horizon: float) -> int:
+        """Drop the leading snapshots older than ``horizon``; return how many."""
+        times = self.times
+        k = 0
+        while k < len(times) and times[k] < horizon:
+            k += 1
+        if k:
+            del times[:k]
+            del self.healthy[:k]
+            del self.rows[: k * _WIDTH]
+        return k
 
 
 class BaselineHistory:
@@ -106,8 +141,9 @@ class BaselineHistory:
 
     def __init__(self, thresholds: Thresholds, max_bytes: int | None = None) -> None:
         self.t = thresholds
+        self.max_bytes = max_bytes
         self.max_snapshots = None if max_bytes is None else max(1, max_bytes // SNAPSHOT_BYTES)
-        self._history: OrderedDict[SubjectKey, deque[_Snapshot]] = OrderedDict()
+        self._history: OrderedDict[SubjectKey, _Track] = OrderedDict()
         # Subjects by (namespace, model), to find a model's other pods.
         self._by_model: dict[tuple[str, str], set[SubjectKey]] = {}
         self._fleet_at: float | None = None
@@ -124,18 +160,14 @@ class BaselineHistory:
         """Add this evaluation's features; drop snapshots older than the lookback."""
         hist = self._history.get(key)
         if hist is None:
-            hist = self._history[key] = deque()
+            hist = self._history[key] = _Track()
             self._by_model.setdefault((key[0], key[2]), set()).add(key)
         else:
             self._history.move_to_end(key)
-        values = array("d", (_known(getattr(f, n)) for n in BASELINE_FEATURES))
-        hist.append(_Snapshot(now, values, healthy))
+        hist.append(now, f, healthy)
         self._shape[key] = (f.window_s, f.interval_s)
         self.snapshots += 1
-        horizon = now - self.t.baseline_lookback_s
-        while hist and hist[0].t < horizon:
-            hist.popleft()
-            self.snapshots -= 1
+        self.snapshots -= hist.drop_before(now - self.t.baseline_lookback_s)
         cap = self.max_snapshots
         while cap is not None and self.snapshots > cap and len(self._history) > 1:
             gone, oldest = self._history.popitem(last=False)
@@ -160,8 +192,7 @@ class BaselineHistory:
         Within the memory bound only: past it the subject learns its baseline again, as it
         would have without the file (False).
         """
-        cap = self.max_snapshots
-        if cap is not None and self.approx_bytes + CARRIED_BYTES > cap * SNAPSHOT_BYTES:
+        if self.max_bytes is not None and self.approx_bytes + CARRIED_BYTES > self.max_bytes:
             return False
         self._carried[key] = (saved_at, replace(baseline, source="carried"))
         return True
@@ -223,19 +254,21 @@ class BaselineHistory:
             return None
         # Exclude the recent past: an onset inside the current window must not become "normal".
         cutoff = now - self.t.baseline_gap_windows * window
-        snaps = [s for s in hist if s.healthy and s.t <= cutoff]
-        if not snaps:
+        times = hist.times
+        picked = [k for k, ok in enumerate(hist.healthy) if ok and times[k] <= cutoff]
+        if not picked:
             return None
-        first = started if started is not None else snaps[0].t
-        span = snaps[-1].t - max(snaps[0].t - window, first)
+        oldest, newest = times[picked[0]], times[picked[-1]]
+        first = started if started is not None else oldest
+        span = newest - max(oldest - window, first)
         if span < max(self.t.baseline_min_span_s, interval):
             return None
-        values, spreads = _medians_and_spreads(snaps)
+        values, spreads = _medians_and_spreads(hist.rows, picked)
         if self._carried:
             # Its own history is back: the saved reference has done its work, and its
             # memory goes back to the budget.
             self._carried.pop(key, None)
-        return Baseline(values, span, len(snaps), spreads)
+        return Baseline(values, span, len(picked), spreads)
 
     def fleet_baseline(
         self, key: SubjectKey, now: float, window: float, interval: float, started: float | None
@@ -284,18 +317,21 @@ class BaselineHistory:
 _COLUMNS = np.arange(len(BASELINE_FEATURES))
 
 
-def _medians_and_spreads(snaps: list[_Snapshot]) -> tuple[dict[str, float], dict[str, float]]:
-    """Return each known feature's median and median absolute deviation over the snapshots.
+def _medians_and_spreads(
+    packed_rows: array[float], picked: list[int]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Return each known feature's median and median absolute deviation over the picked rows.
 
     All columns at once in numpy: NaN (unknown) sorts last, so a column's known values are
     its first ``known`` rows. The arithmetic is ``statistics.median``'s, in the same float64
     operations (the middle value, or the mean of the two middle ones), so the numbers are
     the same to the bit as a per-column sort in Python, at a third of its cost.
     """
-    packed = np.frombuffer(b"".join(s.values for s in snaps), dtype=np.float64)
-    rows = packed.reshape(len(snaps), len(BASELINE_FEATURES))
+    # Indexing copies the rows out, so no view of the subject's array outlives the call (an
+    # array with a view exported cannot grow).
+    rows = np.frombuffer(packed_rows, dtype=np.float64).reshape(-1, _WIDTH)[picked]
     ordered = np.sort(rows, axis=0)
-    known = len(snaps) - np.isnan(rows).sum(axis=0)
+    known = len(picked) - np.isnan(rows).sum(axis=0)
     lo, hi = np.maximum((known - 1) // 2, 0), known // 2
     odd = known % 2 == 1
     mid = _middle(ordered, lo, hi, odd)
