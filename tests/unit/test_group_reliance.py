@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.playbook_harness import incident
 from tests.unit.test_playbook_decisions import ctx
 from tritonguard.actions.registry import catalog
@@ -116,35 +118,77 @@ def _named_group(pods: list[str]) -> list[IncidentEvent]:
     )
 
 
-def _rate_of_a_lone_incident(group: list[IncidentEvent], max_runs: int) -> list[str]:
-    """Return the guards that skip a lone incident on another model after the group's runs."""
+def _covered(event: IncidentEvent, by: IncidentEvent, at: float) -> RunRecord:
+    """Return a finished run of ``event`` that changed nothing, relying on ``by``'s raise."""
+    return replace(_ran(event, at), covered_by=by.incident_id)
+
+
+def _guards_of_a_lone_incident(
+    history: tuple[RunRecord, ...], group: list[IncidentEvent], max_runs: int, budget: int = 20
+) -> list[str]:
+    """Return the guards that skip a lone incident on another model after ``history``."""
     text = SCALE.replace("max_runs_per_hour: 1", f"max_runs_per_hour: {max_runs}")
     lone = incident(model="bert", pod="bert-0", at=5000.0, incident_id="inc-bert")
-    ledger = Ledger(
-        done=frozenset((e.incident_id, "scale") for e in group),
-        history=tuple(_ran(e, at=4990.0 + i) for i, e in enumerate(group)),
-    )
-    out = decide_step([], [*group, lone], ctx([_book(text)], ledger, settings=LIVE))
+    ledger = Ledger(done=frozenset((e.incident_id, "scale") for e in group), history=history)
+    settings = replace(LIVE, action_budget_per_hour=budget)
+    out = decide_step([], [*group, lone], ctx([_book(text)], ledger, settings=settings))
     return [d.guard for d in out if isinstance(d, SkipPlaybook) and d.incident is lone]
 
 
-def test_an_open_group_with_a_named_workload_counts_once_for_others() -> None:
-    """Three runs of one group count as one: a lone incident under max 2 still runs."""
-    assert _rate_of_a_lone_incident(_named_group(["a", "b", "c"]), 2) == []
-    assert _rate_of_a_lone_incident(_named_group(["a", "b", "c"]), 1) == ["rate"]
+def _one_raise(group: list[IncidentEvent]) -> tuple[RunRecord, ...]:
+    """Return the group's runs: the first pod's raise, the others covered by it."""
+    first, *rest = group
+    return (_ran(first), *(_covered(e, first, 4991.0 + i) for i, e in enumerate(rest)))
 
 
-def test_a_group_without_a_named_workload_counts_every_run() -> None:
-    """Pods of two workloads may share such a group, so each run may be a raise: all count."""
-    assert _rate_of_a_lone_incident(_group(["a", "b", "c"]), 2) == ["rate"]
+def test_runs_covered_by_a_raise_count_for_no_other_incidents_rate() -> None:
+    """Three runs of one group that made one raise count as one for a lone incident."""
+    for group in (_named_group(["a", "b", "c"]), _group(["a", "b", "c"])):
+        assert _guards_of_a_lone_incident(_one_raise(group), group, 2) == []
+        assert _guards_of_a_lone_incident(_one_raise(group), group, 1) == ["rate"]
+
+
+def test_runs_covered_by_a_raise_use_no_budget() -> None:
+    """Covered runs changed nothing: a budget of two still lets a second change through."""
+    group = _named_group(["a", "b", "c"])
+    assert _guards_of_a_lone_incident(_one_raise(group), group, 10, budget=2) == []
+    assert _guards_of_a_lone_incident(_one_raise(group), group, 10, budget=1) == ["budget"]
+
+
+def test_a_groups_runs_that_changed_something_count_for_everyone() -> None:
+    """A raise the group repeated (after a rollback) is a change: it uses rate and budget.
+
+    Without a covered mark a run counts, whatever its group, so the global budget stays a
+    ceiling on the changes made in the hour: two raises of the open group exhaust a budget
+    of two, and a max of two runs of the playbook.
+    """
+    group = _named_group(["a", "b", "c"])
+    a, b, c = group
+    twice = (_ran(a), _ran(b, at=4995.0), _covered(c, b, 4996.0))
+    assert _guards_of_a_lone_incident(twice, group, 10, budget=2) == ["budget"]
+    assert _guards_of_a_lone_incident(twice, group, 2) == ["rate"]
+    assert _guards_of_a_lone_incident(twice, group, 3) == []
+
+
+def test_a_covered_run_uses_no_budget_once_its_group_resolved() -> None:
+    """The trail says the run changed nothing, so it keeps using no budget with no group."""
+    a, b = _named_group(["a", "b"])
+    lone = incident(model="bert", pod="bert-0", at=5000.0, incident_id="inc-bert")
+    ledger = Ledger(history=(_ran(a), _covered(b, a, 4995.0)))
+    settings = replace(LIVE, action_budget_per_hour=2)
+    text = SCALE.replace("max_runs_per_hour: 1", "max_runs_per_hour: 10")
+    out = decide_step([], [lone], ctx([_book(text)], ledger, settings=settings))
+    assert not [d for d in out if isinstance(d, SkipPlaybook)]
+    [run] = [d for d in out if isinstance(d, RunPlaybook)]
+    assert run.incident is lone
 
 
 def test_a_groups_own_pods_count_every_run_of_it() -> None:
-    """Pod c of a group whose a and b ran meets the rate as before: it may only rely."""
+    """Pod c of a group whose a raised and b was covered meets the rate: it may only rely."""
     a, b, c = _named_group(["a", "b", "c"])
     ledger = Ledger(
         done=frozenset({(a.incident_id, "scale"), (b.incident_id, "scale")}),
-        history=(_ran(a), _ran(b, at=4995.0)),
+        history=(_ran(a), _covered(b, a, 4995.0)),
     )
     text = SCALE.replace("max_runs_per_hour: 1", "max_runs_per_hour: 2")
     out = decide_step([], [a, b, c], ctx([_book(text)], ledger, settings=LIVE))

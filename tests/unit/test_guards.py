@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tritonguard.core.findings import Subject
 from tritonguard.core.guards import Decision, GuardSettings, RunRecord, decide, model_key
 from tritonguard.core.playbook_model import Guards
@@ -91,6 +93,47 @@ def test_rate_and_global_budget() -> None:
     three = [run(f"q{i}", 10_000 - 1000, subject=subjects[i]) for i in range(3)]
     assert ask(three).guard == "budget"
     assert ask([run("q", 10_000 - 3700, subject=subjects[0])] * 3).allowed
+
+
+def test_the_budget_counts_changes_and_runs_that_changed_nothing_use_none() -> None:
+    """A run marked covered (it relied on another incident's raise) uses neither guard.
+
+    Three covered runs under a budget of three leave room; so do they under a rate of one.
+    An unmarked run counts whatever else is true of it, so two changes and a third covered
+    run leave one more change in the budget, and three changes none.
+    """
+    subjects = [Subject("prod", f"m{i}") for i in range(4)]
+    covered = [
+        replace(run("p", 10_000 - 1000, subject=subjects[i]), covered_by="inc-raise")
+        for i in range(3)
+    ]
+    once = Guards(dry_run=False, cooldown=60, max_runs_per_hour=1)
+    assert ask(covered).allowed
+    assert ask(covered, guards=once).allowed
+    changes = [run(f"q{i}", 10_000 - 1000, subject=subjects[i]) for i in range(2)]
+    assert ask([*changes, covered[2]]).allowed
+    third = run("q3", 10_000 - 900, subject=subjects[3])
+    budget = ask([*changes, covered[2], third])
+    assert budget.guard == "budget" and budget.reason.startswith("3 runs")
+
+
+def test_covered_runs_of_the_pods_own_group_still_count_toward_its_rate() -> None:
+    """``counted_covered`` runs (the group's own) meet the rate, never the budget."""
+    other = Subject("prod", "resnet", "triton-1")
+    mine = replace(run("p", 10_000 - 1000, subject=other), covered_by="inc-raise")
+    d = decide(
+        playbook="p",
+        guards=Guards(dry_run=False, cooldown=60, max_runs_per_hour=1),
+        subject=S,
+        now=10_000.0,
+        fresh=True,
+        busy=(),
+        history=[mine],
+        settings=replace(LIVE, action_budget_per_hour=1),
+        counted_covered=[mine],
+    )
+    assert d.guard == "rate"
+    assert ask([mine], settings=replace(LIVE, action_budget_per_hour=1)).allowed
 
 
 def test_dry_run_history_does_not_block_real_runs() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -97,3 +98,25 @@ def test_an_approval_whose_thread_does_not_fit_goes_without_it() -> None:
     text, left_out = encode_verifications([approval(big)])
     assert left_out == 0
     assert decode_approvals(text) == [approval(None)]
+
+
+def test_runs_that_changed_nothing_are_named_beside_the_rows() -> None:
+    """A covered run comes back covered; an older reader sees five-field rows, all changes."""
+    covered = dataclasses.replace(run(NOW - 5), covered_by="inc-raise")
+    text = encode_runs([run(NOW - 10), covered], NOW)
+    assert decode_runs(text) == [run(NOW - 10), covered]
+    doc = json.loads(text)
+    assert doc["covered"] == [[1, "inc-raise"]]
+    assert all(len(row) == 5 for row in doc["runs"])
+    assert "covered" not in json.loads(encode_runs([run(NOW - 10)], NOW))
+
+
+@pytest.mark.parametrize(
+    "covered",
+    [{}, [[3, "inc-raise"]], [[0, ""]], [["0", "inc-raise"]], [[0]]],
+)
+def test_a_malformed_covered_list_is_refused(covered: object) -> None:
+    """A covered mark naming no run, or no incident, is refused: never guessed at."""
+    doc = {"v": 1, "runs": [["p", "s", "m", 1.0, 0]], "covered": covered}
+    with pytest.raises(ValueError, match="covered"):
+        decode_runs(json.dumps(doc))

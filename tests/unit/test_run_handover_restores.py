@@ -97,3 +97,15 @@ def test_an_on_resolve_index_past_the_undos_is_refused() -> None:
     doc["verifications"][0]["on_resolve"] = [5]
     with pytest.raises(ValueError, match=r"verification 0 is malformed .*on_resolve \[5\]"):
         decode_verifications(json.dumps(doc))
+
+
+def test_the_raise_a_run_relied_on_travels_with_its_verification_and_intent() -> None:
+    """``leaning_on`` comes back on both kinds; a row without it (an older leader's) has none."""
+    leaning = [dataclasses.replace(item, leaning_on="inc-raise") for item in (CHECK, INTENT)]
+    text, _ = encode_verifications(leaning)
+    assert decode_verifications(text) == leaning
+    plain, _ = encode_verifications([CHECK, INTENT])
+    doc = json.loads(plain)
+    assert "leaning_on" not in doc["verifications"][0]
+    assert "leaning_on" not in doc["intents"][0]
+    assert [h.leaning_on for h in decode_verifications(plain)] == ["", ""]

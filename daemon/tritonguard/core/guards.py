@@ -17,7 +17,13 @@ DEFAULT_REPLICA_BOUND = Bound(1, 20)
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    """A past run (in dry-run: a planned run) of a playbook on a subject."""
+    """A past run (in dry-run: a planned run) of a playbook on a subject.
+
+    ``covered_by`` names the incident whose change a finished run relied on, when the run
+    changed nothing of its own: its scale was covered by that incident's raise, or held
+    back (``playbook_decisions.GroupReliance``). Empty for every other run, including one
+    still going and a plan: those count as changes.
+    """
 
     playbook: str
     subject_key: str
@@ -25,6 +31,12 @@ class RunRecord:
     at: float
     dry_run: bool
     reload: bool
+    covered_by: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the run counts as a change: it made one, may have, or would have (a plan)."""
+        return not self.covered_by
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +93,7 @@ def decide(
     settings: GuardSettings,
     leader_elsewhere: str | None = None,
     notify_only: bool = False,
-    uncounted: Collection[RunRecord] = (),
+    counted_covered: Collection[RunRecord] = (),
 ) -> Decision:
     """Decide whether ``playbook`` may run on ``subject`` at ``now``.
 
@@ -95,9 +107,12 @@ def decide(
     follows the remediation switch, one of notifications only (``notify_only``) the
     notification switch; the executor then decides each step by its own kind.
 
-    ``uncounted`` runs count toward neither the rate nor the budget: the later runs of an
-    open fleet group's pods, which share the group's one change of owner
-    (``playbook_decisions``). They still hold their own pod's cooldown.
+    The rate and the budget count changes: a run that changed nothing, relying on another
+    incident's raise (``RunRecord.covered_by``), counts toward neither, so the budget is a
+    ceiling on the changes made in the hour whatever the fleet grouping. Only the rate of
+    the pods of the run's own fleet group counts it (``counted_covered``,
+    ``playbook_decisions``): a pod past it relies on its group's raise instead of raising
+    again. Such a run still holds its own pod's cooldown.
     """
     dry = step_dry_run(settings, guards, notify=notify_only)
     skey, mkey = subject.key(), model_key(subject)
@@ -136,9 +151,10 @@ def decide(
                 f"{mkey} was reloaded by {last_reload.playbook} {now - last_reload.at:.0f}s ago; "
                 f"waiting out cooldown {guards.cooldown:.0f}s to avoid a reload loop",
             )
-    skip = set(uncounted)
-    hour = [r for r in same_mode if now - r.at < HOUR_S and r not in skip]
-    runs = sum(1 for r in hour if r.playbook == playbook)
+    hour = [r for r in same_mode if now - r.at < HOUR_S]
+    changes = [r for r in hour if r.changed]
+    own = set(counted_covered)
+    runs = sum(1 for r in hour if r.playbook == playbook and (r.changed or r in own))
     if runs >= guards.max_runs_per_hour:
         return Decision(
             False,
@@ -146,12 +162,13 @@ def decide(
             "rate",
             f"{runs} runs in the last hour; max_runs_per_hour {guards.max_runs_per_hour}",
         )
-    if len(hour) >= settings.action_budget_per_hour:
+    if len(changes) >= settings.action_budget_per_hour:
         return Decision(
             False,
             dry,
             "budget",
-            f"{len(hour)} runs in the last hour; global budget {settings.action_budget_per_hour}",
+            f"{len(changes)} runs in the last hour; global budget "
+            f"{settings.action_budget_per_hour}",
         )
     return Decision(True, dry, "", "dry-run: planned only" if dry else "guards passed")
 

@@ -9,7 +9,7 @@ decided here, against a :class:`Ledger` read once per evaluation from the audit 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import OWNER_ACTIONS
@@ -92,7 +92,10 @@ class PendingVerification:
 
     ``incident`` is the incident as the verification knew it; ``undo_ids`` are the ledger's
     undos of the steps before it, rolled back if the verdict is a failure. ``wait_s`` is the
-    step's wait: the check is due at ``started_at + wait_s``.
+    step's wait: the check is due at ``started_at + wait_s``. ``leaning_on`` names the
+    incident whose raise the run relied on (its scale covered by it, or held back), or is
+    empty: a failed verdict then skips the change steps of the playbook's ``rollback:``,
+    which would undo that raise, as the run itself would have.
     """
 
     verification_id: int
@@ -102,6 +105,7 @@ class PendingVerification:
     wait_s: float
     started_at: float
     undo_ids: tuple[int, ...]
+    leaning_on: str = ""
 
     @property
     def due_at(self) -> float:
@@ -139,6 +143,8 @@ class PendingIntent:
     The step's action wrote ``undo_action``/``undo_params`` (the state just before its call
     that changes the server) before making that call; ``undo_ids`` are the ledger's undos of
     the steps before it in the same run. Whether the change landed is unknown.
+    ``leaning_on`` is as for :class:`PendingVerification`: the run's rollback must not undo
+    the raise of the incident named.
     """
 
     intent_id: int
@@ -149,6 +155,7 @@ class PendingIntent:
     undo_params: Mapping[str, object]
     undo_ids: tuple[int, ...]
     started_at: float
+    leaning_on: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,48 +277,25 @@ class _Working:
     done: set[tuple[str, str]]
     skipped: set[tuple[str, str, str]]
     history: list[RunRecord]
-    # By open fleet group: its runs the rate and the budget of others do not count.
-    shared: Mapping[str, frozenset[RunRecord]] = field(default_factory=dict)
 
-    def uncounted(self, event: IncidentEvent) -> frozenset[RunRecord]:
-        """Return the runs not counted for ``event``: those of the other open groups."""
-        own = event.group.id if event.group is not None else None
-        return frozenset().union(*(r for gid, r in self.shared.items() if gid != own))
+    def counted_covered(self, event: IncidentEvent) -> frozenset[RunRecord]:
+        """Return the runs that changed nothing yet count toward ``event``'s rate.
 
-
-def _shared_runs(
-    events: Sequence[IncidentEvent], ctx: StepContext
-) -> dict[str, frozenset[RunRecord]]:
-    """Return, by open fleet group, its runs of a change of owner after the first.
-
-    A group's pods share one workload and one raise of it: after the first pod's run the
-    others are covered by it (or rely on it) and change nothing, so while the group is open
-    its runs of such a playbook count once toward the rate and the budget of other
-    incidents, and one group does not use up the hour for other workloads. Its own pods
-    count every run, so a raise the group repeats (after a rollback) meets the rate as
-    before. Only groups whose workload discovery names count once: pods of two workloads in
-    one group would be two raises. Once the group resolves, each of its runs counts again
-    (the trail keeps no group), which errs on the safe side.
-    """
-    owners = {
-        b.name for b in ctx.playbooks if any(s.action in OWNER_ACTIONS for s in b.all_steps())
-    }
-    opened: dict[str, dict[str, float]] = {}
-    for e in events:
-        g = e.group
-        if g is not None and g.key.workload and e.event != "resolved":
-            opened.setdefault(g.id, {})[e.subject.key()] = e.opened_at
-    out: dict[str, frozenset[RunRecord]] = {}
-    for gid, members in opened.items():
-        runs: dict[str, list[RunRecord]] = {}
-        for r in ctx.ledger.history:
-            since = members.get(r.subject_key)
-            if r.playbook in owners and since is not None and r.at >= since:
-                runs.setdefault(r.playbook, []).append(r)
-        later = [r for mine in runs.values() for r in sorted(mine, key=lambda r: r.at)[1:]]
-        if later:
-            out[gid] = frozenset(later)
-    return out
+        A run covered by another incident's raise, or relying on it, made no change: it
+        counts toward no budget and no other incident's rate (``guards.decide``). The pods
+        of its own fleet group still count it toward the rate, so a pod of the group past
+        it relies on the group's raise (:func:`_relies_on_group`) rather than raising the
+        workload again. Those are the group's pods' runs since the group opened.
+        """
+        g = event.group
+        if g is None:
+            return frozenset()
+        pods = {Subject(g.key.namespace, g.key.model, pod).key() for pod in g.pods}
+        return frozenset(
+            r
+            for r in self.history
+            if not r.changed and r.subject_key in pods and r.at >= g.opened_at
+        )
 
 
 def decide_step(
@@ -350,12 +334,7 @@ def decide_step(
     out: list[Decision] = list(restores)
     ledger = ctx.ledger
     open_now = list(open_incidents)
-    work = _Working(
-        set(ledger.done),
-        set(ledger.skipped),
-        list(ledger.history),
-        _shared_runs([*transitions, *open_now], ctx),
-    )
+    work = _Working(set(ledger.done), set(ledger.skipped), list(ledger.history))
     handed = successors(transitions)
     waiting = {e.subject.key(): e for e in ledger.awaiting}
     seen: set[str] = set()
@@ -426,7 +405,7 @@ def _consider(event: IncidentEvent, ctx: StepContext, work: _Working) -> list[De
             settings=ctx.settings,
             leader_elsewhere=ctx.leader_elsewhere,
             notify_only=ctx.notify_only(book),
-            uncounted=work.uncounted(event),
+            counted_covered=work.counted_covered(event),
         )
         relies = _relies_on_group(event, book, verdict, work)
         if relies is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonguard.core.findings import IncidentEvent
@@ -39,12 +39,21 @@ def _rows(text: str, key: str) -> list[Any]:
 
 
 def encode_runs(runs: Sequence[RunRecord], now: float) -> str:
-    """Return the newest real (not dry-run) runs of the last day as compact JSON."""
+    """Return the newest real (not dry-run) runs of the last day as compact JSON.
+
+    Runs that changed nothing (``RunRecord.covered_by``) are named beside the rows, under
+    ``covered`` as [index, incident] pairs, so a replica that predates it still reads the
+    rows and counts those runs as changes, which errs on the safe side.
+    """
     recent = sorted(
         (r for r in runs if not r.dry_run and now - WINDOW_S <= r.at <= now), key=lambda r: r.at
     )[-MAX_RUNS:]
     rows = [[r.playbook, r.subject_key, r.model_key, round(r.at, 3), int(r.reload)] for r in recent]
-    return json.dumps({"v": FORMAT_VERSION, "runs": rows}, separators=(",", ":"))
+    doc: dict[str, Any] = {"v": FORMAT_VERSION, "runs": rows}
+    covered = [[i, r.covered_by] for i, r in enumerate(recent) if r.covered_by]
+    if covered:
+        doc["covered"] = covered
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def decode_runs(text: str) -> list[RunRecord]:
@@ -61,6 +70,21 @@ def decode_runs(text: str) -> list[RunRecord]:
         ):
             raise ValueError(f"run {i} must be [playbook, subject, model, at, reload], got {row!r}")
         out.append(RunRecord(row[0], row[1], row[2], float(row[3]), False, bool(row[4])))
+    # Absent in annotations written before runs that changed nothing were told apart.
+    covered = json.loads(text).get("covered", [])
+    if not isinstance(covered, list):
+        raise ValueError("'covered' must be a list")
+    for pair in covered:
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and isinstance(pair[0], int)
+            and 0 <= pair[0] < len(out)
+            and isinstance(pair[1], str)
+            and pair[1]
+        ):
+            raise ValueError(f"covered must hold [run index, incident] pairs, got {pair!r}")
+        out[pair[0]] = replace(out[pair[0]], covered_by=pair[1])
     return out
 
 
@@ -91,6 +115,8 @@ class HandedVerification:
     undos: tuple[tuple[str, dict[str, Any]], ...]
     # Which of ``undos`` (by index) put their value back when the incident resolves.
     on_resolve: frozenset[int] = frozenset()
+    # The incident whose raise the run relied on (``PendingVerification.leaning_on``).
+    leaning_on: str = ""
 
     def key(self) -> tuple[str, str, float]:
         """Return what identifies the verification on every replica."""
@@ -120,6 +146,8 @@ class HandedIntent:
     undos: tuple[tuple[str, dict[str, Any]], ...]
     # Which of ``undos`` (by index) put their value back when the incident resolves.
     on_resolve: frozenset[int] = frozenset()
+    # The incident whose raise the run relied on (``PendingIntent.leaning_on``).
+    leaning_on: str = ""
 
     def key(self) -> tuple[str, str, str, float]:
         """Return what identifies the step on every replica."""
@@ -180,12 +208,18 @@ def _common_row(item: Handed | HandedApproval) -> dict[str, Any]:
     return row
 
 
+def _leaning(item: Handed) -> dict[str, Any]:
+    """Return the ``leaning_on`` field of a row, left out when the run relied on nothing."""
+    return {"leaning_on": item.leaning_on} if item.leaning_on else {}
+
+
 def _verification_row(item: HandedVerification) -> dict[str, Any]:
     return {
         **_common_row(item),
         "checks": list(item.checks),
         "wait_s": item.wait_s,
         "started_at": round(item.started_at, 3),
+        **_leaning(item),
     }
 
 
@@ -195,6 +229,7 @@ def _intent_row(item: HandedIntent) -> dict[str, Any]:
         "action": item.action,
         "started_at": round(item.started_at, 3),
         "undo": list(item.undo),
+        **_leaning(item),
     }
 
 
@@ -301,6 +336,8 @@ def decode_verifications(text: str) -> list[Handed]:
                     checks=tuple(dict(c) for c in row["checks"]),
                     wait_s=float(row["wait_s"]),
                     started_at=float(row["started_at"]),
+                    # Absent before relied-on raises were handed over, and when there is none.
+                    leaning_on=str(row.get("leaning_on", "")),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -314,6 +351,7 @@ def decode_verifications(text: str) -> list[Handed]:
                     action=str(row["action"]),
                     started_at=float(row["started_at"]),
                     undo=(str(action), dict(params)),
+                    leaning_on=str(row.get("leaning_on", "")),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS runs (
     at REAL NOT NULL,
     dry_run INTEGER NOT NULL,
     reload INTEGER NOT NULL,
-    incident_id TEXT NOT NULL DEFAULT ''
+    incident_id TEXT NOT NULL DEFAULT '',
+    covered_by TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_at ON runs (at);
 CREATE TABLE IF NOT EXISTS undos (
@@ -79,7 +80,8 @@ CREATE TABLE IF NOT EXISTS verifications (
     started_at REAL NOT NULL,
     undo_ids TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
-    origin TEXT NOT NULL DEFAULT ''
+    origin TEXT NOT NULL DEFAULT '',
+    leaning_on TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS verifications_state ON verifications (state);
 CREATE TABLE IF NOT EXISTS intents (
@@ -97,7 +99,8 @@ CREATE TABLE IF NOT EXISTS intents (
     undo_ids TEXT NOT NULL,
     started_at REAL NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
-    origin TEXT NOT NULL DEFAULT ''
+    origin TEXT NOT NULL DEFAULT '',
+    leaning_on TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS intents_state ON intents (state);
 CREATE TABLE IF NOT EXISTS approvals (
@@ -147,6 +150,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "incident_id", "TEXT NOT NULL DEFAULT ''"),
     ("undos", "dry_run", "INTEGER NOT NULL DEFAULT 0"),
     ("incidents", "resolution", "TEXT NOT NULL DEFAULT ''"),
+    ("runs", "covered_by", "TEXT NOT NULL DEFAULT ''"),
+    ("verifications", "leaning_on", "TEXT NOT NULL DEFAULT ''"),
+    ("intents", "leaning_on", "TEXT NOT NULL DEFAULT ''"),
 )
 _RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_incident ON runs (incident_id)"
 
@@ -169,8 +175,10 @@ _UNDO_COLUMNS = "id, playbook, action, params, dry_run, on_resolve"
 # What verifications, intents and approvals store first: the incident and the playbook
 # (``_incident_values`` writes them, ``_left_incident`` reads them back).
 _INCIDENT_COLUMNS = "incident_id, playbook, cause, namespace, model, pod, opened_at"
-_VERIFICATION_COLUMNS = f"id, {_INCIDENT_COLUMNS}, checks, wait_s, started_at, undo_ids"
-_INTENT_COLUMNS = f"id, {_INCIDENT_COLUMNS}, action, undo_action, undo_params, undo_ids, started_at"
+_VERIFICATION_COLUMNS = f"id, {_INCIDENT_COLUMNS}, checks, wait_s, started_at, undo_ids, leaning_on"
+_INTENT_COLUMNS = (
+    f"id, {_INCIDENT_COLUMNS}, action, undo_action, undo_params, undo_ids, started_at, leaning_on"
+)
 _APPROVAL_COLUMNS = (
     f"approval_id, {_INCIDENT_COLUMNS}, step_index, action, params, approvers, requested_at,"
     " expires_at, undo_ids"
@@ -326,14 +334,15 @@ class AuditStore:
             approvals=tuple(self.pending_approvals()),
         )
 
-    def record_run(self, run: RunRecord, *, incident_id: str = "") -> None:
+    def record_run(self, run: RunRecord, *, incident_id: str = "") -> int:
         """Remember a run (or a dry-run plan) for cooldowns, rates, budgets and reload loops.
 
         ``incident_id`` is empty for runs adopted from another replica or given by a test.
+        Returns the run's id, for :meth:`mark_run_covered` once it is over.
         """
-        self._exec(
-            "INSERT INTO runs (playbook, subject_key, model_key, at, dry_run, reload, incident_id)"
-            " VALUES (?,?,?,?,?,?,?)",
+        cur = self._exec(
+            "INSERT INTO runs (playbook, subject_key, model_key, at, dry_run, reload, incident_id,"
+            " covered_by) VALUES (?,?,?,?,?,?,?,?)",
             (
                 run.playbook,
                 run.subject_key,
@@ -342,35 +351,53 @@ class AuditStore:
                 int(run.dry_run),
                 int(run.reload),
                 incident_id,
+                run.covered_by,
             ),
         )
+        return int(cur.lastrowid or 0)
+
+    def mark_run_covered(self, run_id: int, covered_by: str) -> None:
+        """Record that a finished run changed nothing, relying on ``covered_by``'s raise.
+
+        It then counts toward no budget and no other incident's rate
+        (``guards.RunRecord.covered_by``), in this process, after a restart and, once
+        published, on the next leader. Until this is written the run counts as a change.
+        """
+        self._exec("UPDATE runs SET covered_by = ? WHERE id = ?", (covered_by, run_id))
 
     def adopt_runs(self, runs: Iterable[RunRecord]) -> int:
         """Add runs another replica made (leader handover) that this store lacks; return how many.
 
         A run is the same when playbook, subject, mode and time (to the millisecond) agree, so
-        adopting the same published history every few seconds adds nothing twice.
+        adopting the same published history every few seconds adds nothing twice. A run the
+        leader published while it was going and later as covered (it changed nothing) is
+        marked covered here too.
         """
         added = 0
         for run in runs:
             seen = self._exec(
-                "SELECT 1 FROM runs WHERE playbook = ? AND subject_key = ? AND dry_run = ?"
-                " AND abs(at - ?) < 0.001 LIMIT 1",
+                "SELECT id, covered_by FROM runs WHERE playbook = ? AND subject_key = ?"
+                " AND dry_run = ? AND abs(at - ?) < 0.001 LIMIT 1",
                 (run.playbook, run.subject_key, int(run.dry_run), run.at),
             ).fetchone()
             if seen is None:
                 self.record_run(run)
                 added += 1
+            elif run.covered_by and not seen[1]:
+                self.mark_run_covered(int(seen[0]), run.covered_by)
         return added
 
     def history(self, since: float) -> list[RunRecord]:
         """Return runs at or after ``since`` (the guards look back at most a day)."""
         rows = self._exec(
-            "SELECT playbook, subject_key, model_key, at, dry_run, reload FROM runs"
+            "SELECT playbook, subject_key, model_key, at, dry_run, reload, covered_by FROM runs"
             " WHERE at >= ? ORDER BY at",
             (since,),
         ).fetchall()
-        return [RunRecord(r[0], r[1], r[2], float(r[3]), bool(r[4]), bool(r[5])) for r in rows]
+        return [
+            RunRecord(r[0], r[1], r[2], float(r[3]), bool(r[4]), bool(r[5]), str(r[6]))
+            for r in rows
+        ]
 
     def add_undo(
         self,
@@ -549,11 +576,17 @@ class AuditStore:
         undo_ids: list[int],
         *,
         origin: str = "",
+        leaning_on: str = "",
     ) -> int:
-        """Write a verification down before its wait begins, so a killed daemon's is not lost."""
+        """Write a verification down before its wait begins, so a killed daemon's is not lost.
+
+        ``leaning_on`` names the incident whose raise the run relied on
+        (``PendingVerification.leaning_on``), so a verdict after a restart rolls back as the
+        run would have.
+        """
         cur = self._exec(
             f"INSERT INTO verifications ({_INCIDENT_COLUMNS}, checks, wait_s, started_at,"
-            " undo_ids, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " undo_ids, origin, leaning_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 *_incident_values(event, playbook),
                 json.dumps(checks, sort_keys=True),
@@ -561,6 +594,7 @@ class AuditStore:
                 started_at,
                 json.dumps(undo_ids),
                 origin,
+                leaning_on,
             ),
         )
         return int(cur.lastrowid or 0)
@@ -641,6 +675,7 @@ class AuditStore:
                 checks=v.checks,
                 wait_s=v.wait_s,
                 started_at=v.started_at,
+                leaning_on=v.leaning_on,
             )
             for v in self.pending_verifications()
         ]
@@ -651,6 +686,7 @@ class AuditStore:
                 action=i.action,
                 started_at=i.started_at,
                 undo=(i.undo_action, dict(i.undo_params)),
+                leaning_on=i.leaning_on,
             )
             for i in self.pending_intents()
         ]
@@ -710,6 +746,7 @@ class AuditStore:
                 item.started_at,
                 undo_ids,
                 origin=origin,
+                leaning_on=item.leaning_on,
             )
             added += 1
         return added
@@ -736,6 +773,7 @@ class AuditStore:
                 undo_ids,
                 item.started_at,
                 origin=origin,
+                leaning_on=item.leaning_on,
             )
             added += 1
         return added
@@ -751,6 +789,7 @@ class AuditStore:
         started_at: float,
         *,
         origin: str = "",
+        leaning_on: str = "",
     ) -> int:
         """Write a change step's undo down before the call that changes the server.
 
@@ -761,7 +800,7 @@ class AuditStore:
         """
         cur = self._exec(
             f"INSERT INTO intents ({_INCIDENT_COLUMNS}, action, undo_action, undo_params,"
-            " undo_ids, started_at, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " undo_ids, started_at, origin, leaning_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 *_incident_values(event, playbook),
                 action,
@@ -770,6 +809,7 @@ class AuditStore:
                 json.dumps(undo_ids),
                 started_at,
                 origin,
+                leaning_on,
             ),
         )
         return int(cur.lastrowid or 0)
@@ -964,6 +1004,7 @@ def _verification(r: Sequence[Any]) -> PendingVerification:
         wait_s=float(r[9]),
         started_at=float(r[10]),
         undo_ids=tuple(int(i) for i in json.loads(r[11])),
+        leaning_on=str(r[12]),
     )
 
 
@@ -978,6 +1019,7 @@ def _intent(r: Sequence[Any]) -> PendingIntent:
         undo_params=json.loads(r[10]),
         undo_ids=tuple(int(i) for i in json.loads(r[11])),
         started_at=float(r[12]),
+        leaning_on=str(r[13]),
     )
 
 

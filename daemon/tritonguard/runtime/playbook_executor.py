@@ -153,6 +153,31 @@ class _InFlight(ActionFailed):
 
 
 @dataclass(slots=True)
+class _Outcome:
+    """What a run did, as far as the rate and the budget care (``RunRecord.covered_by``)."""
+
+    # The incident whose raise the run relied on: it relies (``GroupReliance``) or one of
+    # its scales was skipped as covered.
+    leaning_on: str | None = None
+    # Whether a step of it (or of its rollback or escalation) made a change, or may have.
+    changed: bool = False
+    # Whether it stopped at a step waiting for approval: what follows may change anything.
+    suspended: bool = False
+
+    def covered_by(self) -> str:
+        """Return the incident the finished run relied on when it changed nothing, else ""."""
+        if self.leaning_on is None or self.changed or self.suspended:
+            return ""
+        return self.leaning_on
+
+
+# What a change step's record says when it made no change: held back, covered, refused by
+# a bound, or planned in place. Any other outcome of a change step (ran, failed, rolled
+# back, cancelled) may have changed the server, so it counts.
+_UNCHANGED = frozenset({"skipped", "planned", "awaiting_approval"})
+
+
+@dataclass(slots=True)
 class _Raising:
     """A scale step writing its object now: whose, and when its outcome is on file."""
 
@@ -189,6 +214,9 @@ class PlaybookExecutor:
         # Scales being written now, by the object they write (``scale_target``): another
         # incident's scale of it waits for the outcome instead of raising it side by side.
         self._raising: dict[tuple[str, ...], _Raising] = {}
+        # The rows of real runs begun and not yet over, by (incident, playbook): one that
+        # changed nothing is marked covered when it ends.
+        self._begun: dict[tuple[str, str], int] = {}
 
     def reloads(self, book: Playbook) -> bool:
         """Whether any step of the playbook reloads a model."""
@@ -251,13 +279,14 @@ class PlaybookExecutor:
     def begin(self, book: Playbook, event: IncidentEvent, dry_run: bool, now: float) -> None:
         """Record that ``book`` starts on ``event`` (cooldowns, rates, budget see it at once)."""
         subject = event.subject
-        self.store.record_run(
+        run_id = self.store.record_run(
             RunRecord(
                 book.name, subject.key(), model_key(subject), now, dry_run, self.reloads(book)
             ),
             incident_id=event.incident_id,
         )
         if not dry_run:
+            self._begun[(event.incident_id, book.name)] = run_id
             self.env.on_run()
 
     def notifies(self, step: Step) -> bool:
@@ -285,17 +314,30 @@ class PlaybookExecutor:
         that of notification steps. A plan is dated ``now``; a real run dates each step when
         it finishes, since a verify step waits. A run that ``relies`` on its fleet group's
         raise changes nothing: its scales are covered by that raise, or skipped.
+
+        A real run that changed nothing, relying on another incident's raise, is marked so
+        in the trail once it is over (:meth:`AuditStore.mark_run_covered`): it then uses no
+        budget and no other incident's rate. Until then, and if it changed anything or may
+        have, it counts as a change.
         """
+        begun = self._begun.pop((event.incident_id, book.name), None)
         notify_dry = dry_run if notify_dry_run is None else notify_dry_run
         if dry_run and notify_dry:
             return await self._plan(book, event, now)
-        return await self._execute(
+        outcome = _Outcome()
+        records = await self._execute(
             book,
             event,
             now,
             lambda step: notify_dry if self.notifies(step) else dry_run,
             relies=relies,
+            outcome=outcome,
         )
+        covered_by = outcome.covered_by()
+        if begun is not None and covered_by:
+            self.store.mark_run_covered(begun, covered_by)
+            self.env.on_run()  # the next leader must not count it either
+        return records
 
     def _context(self, book: Playbook, event: IncidentEvent, dry_run: bool) -> ActionContext:
         subject = event.subject
@@ -457,6 +499,7 @@ class PlaybookExecutor:
         undos: list[PendingUndo] | None = None,
         approved: PendingApproval | None = None,
         relies: GroupReliance | None = None,
+        outcome: _Outcome | None = None,
     ) -> list[ActionRecord]:
         """Run the steps of ``book``, from the approved step on when ``approved`` is given.
 
@@ -466,13 +509,40 @@ class PlaybookExecutor:
         A run that ``relies`` on its group's raise asks nobody: a scale in it is covered by
         that raise or skipped, never made. Any other change step ends it, skipped for the
         guard that held it back; notifications and checks run.
+
+        ``outcome`` is told what the run relied on and whether it changed anything.
         """
+        outcome = outcome if outcome is not None else _Outcome()
+        records = await self._steps(book, event, now, planned, undos, approved, relies, outcome)
+        outcome.changed = outcome.changed or any(
+            self._changes(r) for r in records if r.status not in _UNCHANGED
+        )
+        return records
+
+    def _changes(self, rec: ActionRecord) -> bool:
+        """Whether a record is of a step that changes the server (an unknown action may)."""
+        action = self.actions.get(rec.action)
+        return action is None or action.kind == "change"
+
+    async def _steps(  # noqa: PLR0917 - _execute's arguments, passed on whole
+        self,
+        book: Playbook,
+        event: IncidentEvent,
+        now: float,
+        planned: Callable[[Step], bool],
+        undos: list[PendingUndo] | None,
+        approved: PendingApproval | None,
+        relies: GroupReliance | None,
+        outcome: _Outcome,
+    ) -> list[ActionRecord]:
+        """Run the steps for :meth:`_execute`, then roll back if one failed."""
         records: list[ActionRecord] = []
         ctx = self._context(book, event, False)
         undos = list(undos or [])
         failure: _Failed | None = None
         # The incident whose raise this run leans on: its rollback must not undo that raise.
         leaning_on = relies.incident_id if relies is not None else None
+        outcome.leaning_on = leaning_on
         start = approved.step_index if approved is not None else 0
         for index, step in enumerate(book.all_steps()):
             if index < start:
@@ -508,9 +578,10 @@ class PlaybookExecutor:
                 and (approved is None or index != approved.step_index)
             ):
                 records.append(self._ask_approval(event, book, index, step, rendered, undos))
+                outcome.suspended = True
                 return records
             verification = (
-                self._begin_verification(event, book, params, undos)
+                self._begin_verification(event, book, params, undos, leaning_on)
                 if action.kind == "check"
                 else None
             )
@@ -527,6 +598,7 @@ class PlaybookExecutor:
                     intents,
                     raising,
                     relies,
+                    leaning_on,
                 ),
             )
             try:
@@ -535,6 +607,7 @@ class PlaybookExecutor:
                 self._release(raising)
                 records.append(self._covered(event, book, step, rendered, exc))
                 leaning_on = leaning_on or exc.incident_id
+                outcome.leaning_on = leaning_on
                 continue
             except _HeldBack as exc:
                 # Nothing changed, so nothing is rolled back and nothing escalates.
@@ -545,6 +618,7 @@ class PlaybookExecutor:
             except ActionFailed as exc:
                 failure = _Failed("failed", "", str(exc))
             except asyncio.CancelledError:
+                outcome.changed = True
                 # The intents stay pending and stay in ``intending``: the call may still land
                 # on the server, and only the next start may settle that (reliability.md).
                 self._cancelled(event, book, step, rendered, verification, intents)
@@ -555,6 +629,8 @@ class PlaybookExecutor:
             finally:
                 if verification is not None:
                     self.verifying.discard(verification)
+                # A call that changes the server began: whatever came of it, it counts.
+                outcome.changed = outcome.changed or bool(intents)
             if verification is not None:
                 self.store.settle_verification(
                     verification, "passed" if failure is None else "failed"
@@ -644,6 +720,7 @@ class PlaybookExecutor:
         intents: list[int],
         raising: list[tuple[str, ...]],
         relies: GroupReliance | None,
+        leaning_on: str | None,
         undo: UndoStep,
     ) -> None:
         """Write a change step's undo down before its call (``ActionContext.intend``).
@@ -653,6 +730,8 @@ class PlaybookExecutor:
         pending undo already puts back changes nothing either (:class:`_Covered`), and one
         of an object another incident's scale is writing now waits for that (:class:`_InFlight`).
         A run relying on its group's raise makes no change that raise does not cover.
+        ``leaning_on`` (the raise the run relied on so far) is written with the intent, so a
+        restart's rollback of the run spares that raise too.
         """
         target = scale_target(undo.action, undo.params)
         if target is not None:
@@ -681,6 +760,7 @@ class PlaybookExecutor:
                 (undo.action, undo.params),
                 [u.undo_id for u in earlier],
                 self.env.clock(),
+                leaning_on=leaning_on or "",
             )
         except Exception as exc:  # sqlite3 errors (disk full, read-only file): say so, stop
             raise ActionFailed(
@@ -752,9 +832,18 @@ class PlaybookExecutor:
             self.env.on_run()
 
     def _begin_verification(
-        self, event: IncidentEvent, book: Playbook, params: Any, undos: list[PendingUndo]
+        self,
+        event: IncidentEvent,
+        book: Playbook,
+        params: Any,
+        undos: list[PendingUndo],
+        leaning_on: str | None,
     ) -> int:
-        """Write the verification down before it waits: a restart resumes it (reliability.md)."""
+        """Write the verification down before it waits: a restart resumes it (reliability.md).
+
+        With it goes the raise the run relied on (``leaning_on``), so a failed verdict after
+        a restart, or on the next leader, spares that raise as this run would.
+        """
         spec = params.model_dump(mode="json", exclude_none=True)
         verification = self.store.begin_verification(
             event,
@@ -763,6 +852,7 @@ class PlaybookExecutor:
             float(spec.get("wait", 0.0)),
             self.env.clock(),
             [u.undo_id for u in undos],
+            leaning_on=leaning_on or "",
         )
         self.verifying.add(verification)
         return verification
@@ -892,7 +982,10 @@ class PlaybookExecutor:
         self.env.on_run()
         undos = self.store.undos_by_id(pending.undo_ids)
         failure = _Failed("failed", "", f"{pending.action} was in flight when the daemon stopped")
-        return [first, *await self._rollback(book, pending.incident, ctx, undos, failure)]
+        rollback = await self._rollback(
+            book, pending.incident, ctx, undos, failure, leaning_on=pending.leaning_on or None
+        )
+        return [first, *rollback]
 
     async def _fail_left(  # noqa: PLR0917 - the verification, its context and the verdict
         self,
@@ -917,7 +1010,12 @@ class PlaybookExecutor:
             reason=failure.reason,
         )
         undos = self.store.undos_by_id(pending.undo_ids)
-        return [first, *await self._rollback(book, pending.incident, ctx, undos, failure)]
+        # The run's own reliance on another incident's raise, as it was when it began the
+        # check: its rollback spares that raise as the live run's would.
+        rollback = await self._rollback(
+            book, pending.incident, ctx, undos, failure, leaning_on=pending.leaning_on or None
+        )
+        return [first, *rollback]
 
     def _left_context(
         self, incident: IncidentEvent, playbook: str, book: Playbook | None
