@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 from tritonguard.core.reload_signs import cold_bursts, cold_tail_scrapes
 from tritonguard.core.series_store import Series
 from tritonguard.core.thresholds import Thresholds
@@ -107,3 +110,77 @@ def test_every_execution_slower_is_not_a_cold_tail() -> None:
 def test_a_healthy_scrape_has_no_cold_tail() -> None:
     """Mean near the median: nothing slow in the scrape, whatever the tail."""
     assert _tails(mean_us=10_500, p50_us=10_000, p99_us=60_000) == []
+
+
+def test_cold_compute_without_a_latency_spike_is_no_burst() -> None:
+    """A cold scrape needs its latency at the spike bar too: compute alone does not make one."""
+    n = 14
+    succ = _counter("nv_inference_request_success", [20.0] * n)
+    per_exec = [1000.0] * 10 + [20000.0, 20000.0] + [1000.0] * 2
+    comp = _counter("nv_inference_compute_infer_duration_us", [20.0 * v for v in per_exec])
+    lat = _counter("nv_inference_request_duration_us", [20.0 * 5000.0] * n)
+    t = Thresholds()
+    assert cold_bursts([comp], [succ], [lat], horizon=-1.0, now=5.0 * n, t=t) == []
+
+
+def _reference_tails(
+    mean: list[float], p50: list[float], p99: list[float], t: Thresholds
+) -> list[float]:
+    """Return the scrapes the cold-tail rule picks, as its docstring states it, one by one."""
+    return [
+        10.0 * k
+        for k, (m, lo, hi) in enumerate(zip(mean, p50, p99, strict=True), start=1)
+        if lo and hi and m >= t.tail_mean_over_p50 * lo and hi >= t.tail_p99_over_mean * m
+    ]
+
+
+def test_cold_tails_match_the_rule_scrape_by_scrape() -> None:
+    """Random scrapes near both bars, one or two summary series a quantile, NaN and zero p50s.
+
+    The check skips the per-scrape sums when the summaries alone rule every scrape out; what
+    it returns must be what the rule gives at each scrape.
+    """
+    rng = random.Random(7)
+    t = Thresholds()
+    for trial in range(300):
+        n = rng.randint(1, 8)
+        if trial % 2:
+            p50 = [
+                rng.choice([0.0, math.nan, 10.0, 1000.0, rng.uniform(1, 2000)]) for _ in range(n)
+            ]
+            p99 = [rng.uniform(1, 30000) for _ in range(n)]
+        else:
+            # Healthy summaries, the p99 a few times the p50: the summaries alone rule out most.
+            p50 = [rng.uniform(100, 2000) for _ in range(n)]
+            p99 = [v * rng.uniform(1.0, 9.0) for v in p50]
+        mean = [rng.uniform(1, 3000) for _ in range(n)]
+        succ = Series(name="nv_inference_request_success", labels=_LABELS, counter=True)
+        infer = Series(name="nv_inference_compute_infer_duration_us", labels=_LABELS, counter=True)
+        total = 0.0
+        succ.add(0.0, 0.0)
+        infer.add(0.0, 0.0)
+        for k in range(1, n + 1):
+            total += 100.0 * mean[k - 1]
+            succ.add(10.0 * k, 100.0 * k)
+            infer.add(10.0 * k, total)
+        means = [
+            (infer.values[k] - infer.values[k - 1]) / (succ.values[k] - succ.values[k - 1])
+            for k in range(1, n + 1)
+        ]
+        if trial % 3 == 0:
+            # Two versions' summaries: the quantiles are summed per scrape.
+            halves = [
+                _summary("0.5", [v / 2 for v in p50]),
+                _summary("0.5", [v / 2 for v in p50]),
+                _summary("0.99", [v / 2 for v in p99]),
+                _summary("0.99", [v / 2 for v in p99]),
+            ]
+            summed50 = [0.0 + v / 2 + v / 2 for v in p50]
+            summed99 = [0.0 + v / 2 + v / 2 for v in p99]
+            want = _reference_tails(means, summed50, summed99, t)
+            summary = halves
+        else:
+            want = _reference_tails(means, p50, p99, t)
+            summary = [_summary("0.5", p50), _summary("0.99", p99)]
+        got = cold_tail_scrapes(summary, [infer], [succ], horizon=-1.0, now=10.0 * n, t=t)
+        assert got == want, (p50, mean, p99)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from tritonguard.core.histograms import window_quantile
 from tritonguard.core.samples import Labels, label
@@ -18,6 +19,8 @@ def _tokens(text: str) -> set[str]:
     return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
 
 
+# Asked for three times a subject (ingress, two HPA series), the same for all a pod's models.
+@lru_cache(maxsize=4096)
 def workload_of(pod: str) -> str:
     """Return a pod's workload name: without a ReplicaSet hash and pod suffix, or an ordinal."""
     parts = pod.split("-")
@@ -196,6 +199,9 @@ class FeatureReader:
         self._in_ns: dict[tuple[str, str], list[Series]] = {}
         self._intervals: dict[SubjectKey, float] = {}
         self._by_pod: dict[tuple[str, str], list[SubjectKey]] | None = None
+        # Each pod's container restarts since a horizon (the reload signs ask for every
+        # model of the pod); read-only lists.
+        self.restarts: dict[tuple[str, str, float], list[float]] = {}
 
     def subjects(self) -> list[SubjectKey]:
         """Every (namespace, pod, model) that Triton reports requests for."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from statistics import median
 
 from tritonguard.core.features import FeatureReader, SubjectKey
@@ -24,16 +24,22 @@ _COMPUTE = (
 def restart_times(reader: FeatureReader, key: SubjectKey, horizon: float) -> list[float]:
     """Return when the pod's containers restarted (kube-state-metrics), within the horizon."""
     ns, pod, _ = key
+    held = reader.restarts.get((ns, pod, horizon))
+    if held is not None:
+        return held
     out = []
     # Through the store's pod index: a scan of every pod's counters for every subject would
     # grow with the square of the fleet.
     for s in reader.pod_series("kube_pod_container_status_restarts_total", ns, pod):
+        times, values = s.times, s.values
+        # Times are strictly increasing: the points at or after the horizon are one run.
         out += [
-            s.times[k]
-            for k in range(1, len(s.times))
-            if s.times[k] >= horizon and s.values[k] > s.values[k - 1]
+            times[k]
+            for k in range(max(bisect_left(times, horizon), 1), len(times))
+            if values[k] > values[k - 1]
         ]
-    return sorted(out)
+    held = reader.restarts[(ns, pod, horizon)] = sorted(out)
+    return held
 
 
 def cold_bursts(
@@ -66,20 +72,28 @@ def cold_bursts(
     would then read as bursts ending in a "warm" model. ``per_request`` is
     ``per_scrape_ratio(latency, succ, horizon, now)`` when the caller already has it.
     """
-    per_exec = per_scrape_ratio(comp, succ, horizon, now)
     if per_request is None:
         per_request = per_scrape_ratio(latency, succ, horizon, now)
     per_req = dict(per_request)
-    if len(per_exec) < 4 or len(per_req) < 4:
+    if len(per_req) < 4:
+        return []
+    usual = median(per_req.values())
+    # A cold scrape needs its latency at the spike bar: with none there (nearly every
+    # subject at nearly every tick), no scrape is cold whatever its compute, so the compute
+    # counters' per-scrape ratio is not taken. Only for a positive bar: at or below zero a
+    # scrape missing from ``per_req`` (read as 0.0) can reach it.
+    bar = t.spike_factor * usual
+    if bar > 0 and not any(v >= bar for v in per_req.values()):
+        return []
+    per_exec = per_scrape_ratio(comp, succ, horizon, now)
+    if len(per_exec) < 4:
         return []
     typical = median(v for _, v in per_exec)
-    usual = median(per_req.values())
     if typical <= 0:
         return []
     reference = typical if healthy_us is None or healthy_us <= 0 else min(typical, healthy_us)
     cold = [
-        v >= t.reload_burst_compute * typical and per_req.get(at, 0.0) >= t.spike_factor * usual
-        for at, v in per_exec
+        v >= t.reload_burst_compute * typical and per_req.get(at, 0.0) >= bar for at, v in per_exec
     ]
     starts: list[float] = []
     k = 0
@@ -117,6 +131,14 @@ def cold_tail_scrapes(
     executions among warm ones do both; contention and too many instances slow every
     execution, which lifts the mean toward the p99 and fails the second.
     """
+    low, high = t.tail_mean_over_p50, t.tail_p99_over_mean
+    # Both bars together need p99 >= high x low x p50 at the scrape (multiplying by a factor
+    # of 0 or more keeps an order between floats, so mean >= low x p50 gives high x mean >=
+    # high x (low x p50)): where no scrape's summary reaches that, none is a cold tail
+    # whatever its mean, and the counters' per-scrape ratio is not taken.
+    exact = low >= 0 and high >= 0
+    if exact and _no_tail(summary, horizon, now, low, high):
+        return []
     p50: dict[float, float] = {}
     p99: dict[float, float] = {}
     for s in summary:
@@ -129,12 +151,39 @@ def cold_tail_scrapes(
         for k in range(bisect_right(times, horizon), bisect_right(times, now)):
             at = times[k]
             into[at] = into.get(at, 0.0) + values[k]
+    if exact and not any(
+        lo and (hi := p99.get(at)) and hi >= high * (low * lo) for at, lo in p50.items()
+    ):
+        return []
     out = []
     for at, mean in per_scrape_ratio(infer, succ, horizon, now):
         lo, hi = p50.get(at), p99.get(at)
         if lo and hi and mean >= t.tail_mean_over_p50 * lo and hi >= t.tail_p99_over_mean * mean:
             out.append(at)
     return out
+
+
+def _no_tail(summary: list[Series], horizon: float, now: float, low: float, high: float) -> bool:
+    """Whether surely no scrape in (horizon, now] has p99 >= ``high`` x (``low`` x p50).
+
+    For one p50 and one p99 series, as a Triton exports them, read from their extremes
+    without the per-scrape sums: the bar grows with the p50, so no scrape reaches it when
+    the highest p99 is below the bar of the lowest p50. False (not sure) otherwise, and when
+    a zero p50 (no bar) or a NaN (min and max then depend on where it stands) is in the way.
+    """
+    p50 = [s for s in summary if label(s.labels, "quantile") == "0.5"]
+    p99 = [s for s in summary if label(s.labels, "quantile") == "0.99"]
+    if len(p50) != 1 or len(p99) != 1:
+        return False
+    (lo_s,), (hi_s,) = p50, p99
+    lows = lo_s.values[bisect_right(lo_s.times, horizon) : bisect_right(lo_s.times, now)]
+    highs = hi_s.values[bisect_right(hi_s.times, horizon) : bisect_right(hi_s.times, now)]
+    if not lows or not highs:
+        return True
+    least, most = min(lows), max(highs)
+    # NaN never passes a bar, but a NaN first in line is what min or max returns: the
+    # comparison is then False and the full check runs.
+    return bool(least) and most < high * (low * least)
 
 
 def reload_events(
@@ -170,9 +219,10 @@ def reload_events(
             (s.born, "new version") for s in succ if s.born is not None and s.born >= horizon
         )
     for s in reader.series("nv_model_load_duration_secs", key):
-        for k in range(1, len(s.times)):
-            if s.times[k] >= horizon and s.values[k] != s.values[k - 1]:
-                out.add((s.times[k], "model load"))
+        times, values = s.times, s.values
+        for k in range(max(bisect_left(times, horizon), 1), len(times)):
+            if values[k] != values[k - 1]:
+                out.add((times[k], "model load"))
     born = max((s.born for s in succ if s.born is not None), default=None)
     comp = [x for name in _COMPUTE for x in reader.series(name, key)]
     latency = reader.series("nv_inference_request_duration_us", key)
