@@ -30,6 +30,12 @@ from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import FleetGroups
 from tritonguard.core.guards import GuardSettings
 from tritonguard.core.playbook_model import load_playbooks_text
+from tritonguard.core.run_handover import (
+    decode_runs,
+    decode_verifications,
+    encode_runs,
+    encode_verifications,
+)
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv
 from tritonguard.runtime.playbook_stage import PlaybookStage
@@ -147,7 +153,8 @@ class _Fleet:
         self.stage.store.close()
         self.stage = self._start()
 
-    def _observe(self, events: list[IncidentEvent]) -> list[IncidentEvent]:
+    def observe(self, events: list[IncidentEvent]) -> list[IncidentEvent]:
+        """Open or close the events' incidents on the engine's side, in their groups."""
         events = self.groups.observe(events)
         for e in events:
             if e.event == "resolved":
@@ -159,7 +166,7 @@ class _Fleet:
     async def step(self, events: list[IncidentEvent], now: float) -> list[tuple[str, str, str]]:
         """Feed one evaluation; return (pod, action, status[:guard]) of what it recorded."""
         self.now = now
-        events = self._observe(events)
+        events = self.observe(events)
         pods = {e.incident_id: e.subject.pod for e in [*events, *self.open.values()]}
         pods.update({f"inc-{p}": p for p in PODS})
         records = await self.stage.run_step(events, now)
@@ -174,7 +181,7 @@ class _Fleet:
         """Start the step's runs, wait for a verify to begin waiting, then stop the daemon."""
         self.now, self.hold = now, True
         on = self.stage
-        on.step(self._observe(events), now)
+        on.step(self.observe(events), now)
         await waiting.wait_for(lambda: on.executor.verifying, 2.0, poll_s=0.01)
         for task in on.in_flight():
             task.cancel()
@@ -292,5 +299,39 @@ async def test_a_covered_runs_verdict_after_a_restart_leaves_the_raise_it_relied
         ("slack.post", "escalate", "ran", ""),
     ]
     assert first.incident_id in records[1].reason
+    assert _replicas(kube) == 3
+    await threads.close()
+
+
+async def test_the_next_leader_judging_a_covered_runs_check_leaves_the_raise(
+    tmp_path: Path, kube: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """A follower adopting the stopped leader's check of pod b spares a's raise on failure.
+
+    The leader publishes its runs and pending verification as on the Lease; the follower,
+    on its own audit file, adopts both and judges b's check when due: the rollback's scale
+    to 1 replica is skipped as covered.
+    """
+    features = _Saturation(frozenset({PODS[1]}))
+    leader = _Fleet(tmp_path / "leader.sqlite3", kube, fake_slack, SHRINKING, features)
+    first, second = (_opening(p) for p in PODS[:2])
+    await leader.step([first, second], 5000.0)
+    await leader.stop_mid_verify([], 5005.0)
+    runs = encode_runs(leader.stage.store.history(0.0), 5005.0)
+    handed, _ = encode_verifications(leader.stage.store.handed_verifications())
+    follower = _Fleet(tmp_path / "follower.sqlite3", kube, fake_slack, SHRINKING, features)
+    follower.stage.store.adopt_runs(decode_runs(runs))
+    assert follower.stage.store.adopt_verifications(decode_verifications(handed), "leader") == 1
+    # b's run was stopped before it ended, so nothing says it changed nothing: it counts.
+    assert follower.covered() == {}
+    follower.observe([first, second])
+    threads = attach(follower.stage, fake_slack, "#ml-oncall")
+    follower.now = 5070.0
+    records = (await follower.stage.run_step([], 5070.0))[second.incident_id]
+    assert [(r.action, r.phase, r.status, r.guard) for r in records if r.action != "*"] == [
+        ("verify", "step", "failed", ""),
+        ("kubernetes.scale", "rollback", "skipped", "covered"),
+        ("slack.post", "escalate", "ran", ""),
+    ]
     assert _replicas(kube) == 3
     await threads.close()
