@@ -15,7 +15,7 @@ from tritonguard.core.births import birth_of, compute_tail, early_span
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
-from tritonguard.core.recurrence import find_spikes, per_scrape_ratio
+from tritonguard.core.recurrence import find_spikes, per_scrape_ratio, pooled_ratio
 from tritonguard.core.reload_signs import reload_events
 from tritonguard.core.signatures.context import Context, Peer, added_work
 from tritonguard.core.symptoms import fast_symptom, is_shedding, symptom_of
@@ -76,14 +76,28 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         now - t.period_lookback_s,
         now,
     )
-    recent = [v for at, v in per_scrape if at > now - f.window_s + 0.1 * f.interval_s]
+    # The sustained check, like the steadiness one, reads points of enough requests each.
+    recent = [
+        v
+        for at, v in pooled_ratio(
+            reader.series("nv_inference_request_duration_us", key),
+            reader.series("nv_inference_request_success", key),
+            now - f.window_s + 0.1 * f.interval_s,
+            now,
+            t.steady_min_requests,
+        )
+    ]
     symptom = symptom_of(f, base, t, recent)
-    per_scrape_queue = per_scrape_ratio(
+    queue_span = (
         reader.series("nv_inference_queue_duration_us", key),
         reader.series("nv_inference_request_success", key),
         now - max(f.window_s, (t.fast_scrapes + 1) * f.interval_s),
         now,
     )
+    per_scrape_queue = per_scrape_ratio(*queue_span)
+    # Steadiness is judged on points of enough requests each: at a few requests a scrape,
+    # one that filled a batch at once reads as a burst.
+    pooled_queue = pooled_ratio(*queue_span, t.steady_min_requests)
     if per_scrape and per_scrape[-1][0] >= now - 1.5 * f.interval_s:
         f.scrape_latency_us = per_scrape[-1][1]
     if per_scrape_queue and per_scrape_queue[-1][0] >= now - 1.5 * f.interval_s:
@@ -106,12 +120,12 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             reader, key, now, t, _healthy_compute(base), per_request=per_scrape
         ),
         scrape_queue=since_shift(
-            [v for at, v in per_scrape_queue if at > now - f.window_s + 0.1 * f.interval_s],
+            [v for at, v in pooled_queue if at > now - f.window_s + 0.1 * f.interval_s],
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
         ),
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
-    fast = _fast_context(reader, key, ctx, per_scrape, per_scrape_queue, t)
+    fast = _fast_context(reader, key, ctx, per_scrape, (per_scrape_queue, pooled_queue), t)
     if (symptom.sustained or fast is not None) and base is not None:
         # Only while a cause is read (on the full window or the fast path), so it costs one
         # more window's features per slow subject. The shift that matters to the causes
@@ -285,15 +299,17 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
     key: SubjectKey,
     ctx: Context,
     per_scrape: list[tuple[float, float]],
-    per_scrape_queue: list[tuple[float, float]],
+    queues: tuple[list[tuple[float, float]], list[tuple[float, float]]],
     t: Thresholds,
 ) -> Context | None:
     """Return the short window's context when its newest scrapes are abnormal, else None.
 
     Only where the short window is shorter than the full one (scrapes faster than a quarter
     of ``rate_window_s``): at coarser scrapes the full window already spans few scrapes.
+    ``queues`` are the queue per request of each scrape and pooled (see ``pooled_ratio``).
     """
     f, base = ctx.features, ctx.baseline
+    per_scrape_queue, pooled_queue = queues
     span = t.fast_scrapes * f.interval_s
     if base is None or span >= f.window_s:
         return None
@@ -308,4 +324,5 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
         return None
     # Steadiness is judged on the scrapes since the shift: the short window still holds the
     # healthy scrapes before the onset, which would read as queueing in bursts.
-    return replace(ctx, features=short, symptom=symptom, scrape_queue=queue[-t.fast_abnormal :])
+    pooled = [v for at, v in pooled_queue if at > horizon]
+    return replace(ctx, features=short, symptom=symptom, scrape_queue=pooled[-t.fast_abnormal :])

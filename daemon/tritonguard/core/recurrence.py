@@ -25,6 +25,36 @@ def per_scrape_ratio(
     return points
 
 
+def pooled_ratio(
+    num: Sequence[Series], den: Sequence[Series], start: float, end: float, min_den: float
+) -> list[tuple[float, float]]:
+    """Ratio of increases over runs of consecutive scrapes, each holding ``min_den`` or more.
+
+    Runs are formed from the newest scrape back, so the newest data always counts; the
+    oldest scrapes, short of a whole run, are left out. Each point is stamped with its run's
+    newest scrape. Where every scrape holds ``min_den`` on its own, this is
+    :func:`per_scrape_ratio`.
+    """
+    totals_n = _increases(num, start, end)
+    totals_d = _increases(den, start, end)
+    points: list[tuple[float, float]] = []
+    acc_n = acc_d = 0.0
+    newest: float | None = None
+    for t in sorted(totals_n, reverse=True):
+        d = totals_d.get(t)
+        if d is None:
+            continue
+        newest = t if newest is None else newest
+        acc_n += totals_n[t]
+        acc_d += d
+        if acc_d >= min_den and acc_d > 0:
+            points.append((newest, acc_n / acc_d))
+            acc_n = acc_d = 0.0
+            newest = None
+    points.reverse()
+    return points
+
+
 def _increases(group: Sequence[Series], start: float, end: float) -> dict[float, float]:
     """Return each scrape time's increase in (start, end], summed over the series."""
     out: dict[float, float] = {}

@@ -217,6 +217,17 @@ class Thresholds(BaseModel):
             "noise near zero, where a relative factor alone would trip on 0.02 to 0.03."
         ),
     )
+    contention_own_cpu: float = Field(
+        1.2,
+        description=(
+            "node_contention is more certain when Triton's own container CPU stayed within "
+            "this factor of its baseline while the node got busier: contended threads wait on "
+            "the run queue, which CPU usage does not count, so at steady load Triton's usage "
+            "stays where it was and the node's rise is other work. Set below 1 + "
+            "load_steady_tolerance (1.3), what the load alone may move it by, so that only a "
+            "rise the load cannot explain away is credited (a 0.1 bonus, never the gate)."
+        ),
+    )
     node_cpu_rise: float = Field(
         0.25,
         description=(
@@ -291,6 +302,18 @@ class Thresholds(BaseModel):
             "A batcher's wait is steady: the quietest scrape of the window queues at least "
             "this share of the median scrape. Poisson arrivals move a scrape's mean wait by "
             "well under half; a reload or spike leaves normal scrapes between bursts."
+        ),
+    )
+    steady_min_requests: float = Field(
+        12.0,
+        description=(
+            "Requests a point of the per-scrape checks holds (the batcher's steadiness, the "
+            "sustained tercile): scrapes are pooled, newest first, until each point holds this "
+            "many. A batcher's wait is spread over [0, "
+            "max_queue_delay], so one request's wait has a coefficient of variation of about "
+            "0.58 (uniform) and a mean over n requests 0.58/sqrt(n); with 12, three standard "
+            "deviations are 0.5 of the mean, the steadiness bar. Fewer, and a scrape holding one "
+            "request that filled a preferred batch at once (waiting 0) reads as a burst."
         ),
     )
     queue_delay_match_low: float = Field(

@@ -35,8 +35,16 @@ def check(ctx: Context) -> Finding | None:
         return None
     conc = b.ratio("busy_instances", f.busy_instances, floor=0.05)
     exec_time = b.ratio("compute_per_exec_us", f.compute_per_exec_us)
-    if conc is not None and exec_time is not None and conc > 1.3 * exec_time:
-        return None  # more executions in flight than slower work explains: a concurrency change
+    # Busy instances are compute per execution x execution rate, so their ratio over the
+    # execution time's is the execution rate's: at steady load and batching it moves no more
+    # than the load may (load_steady_tolerance). More is more executions in flight than
+    # slower work explains: a concurrency change (more instances, smaller batches).
+    if (
+        conc is not None
+        and exec_time is not None
+        and conc > (1 + t.load_steady_tolerance) * exec_time
+    ):
+        return None
     if ctx.reload_events and any(ctx.now - at <= 2 * f.window_s for at, _ in ctx.reload_events):
         return None  # the config or version just changed: not the same workload
     if ctx.changed_at is not None:
@@ -79,7 +87,7 @@ def check(ctx: Context) -> Finding | None:
         )
         if busier(f.node_cpu_busy, b.get("node_cpu_busy"), before_node, t):
             conf += 0.25
-            if own is None or own <= 1.2:
+            if own is None or own <= t.contention_own_cpu:
                 conf += 0.1  # the node got busier but not because of Triton
         else:
             conf -= 0.15
