@@ -6,9 +6,9 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
+from tests.handed_rows import handed_verification
 from tests.playbook_harness import incident
 from tritonguard.core.guards import RunRecord
-from tritonguard.core.run_handover import HandedVerification
 from tritonguard.runtime.audit_store import AuditStore
 
 RUN = RunRecord("scale", "prod/triton-b/resnet", "prod/resnet", 5000.0, False, False)
@@ -37,19 +37,8 @@ def test_adopting_a_run_the_leader_marked_covered_later_marks_the_copy(tmp_path:
 def test_the_relied_on_raise_is_kept_with_an_adopted_verification(tmp_path: Path) -> None:
     """A verification handed over with ``leaning_on`` is pending with it, and handed on again."""
     store = AuditStore(tmp_path / "audit.sqlite3")
-    handed = HandedVerification(
-        incident_id="inc-b",
-        playbook="scale",
-        cause="cpu_bottleneck",
-        namespace="prod",
-        model="resnet",
-        pod="triton-b",
-        opened_at=4900.0,
-        checks=({"feature": "container_cpu_saturation", "below": 0.8},),
-        wait_s=60.0,
-        started_at=5000.0,
-        undos=(),
-        leaning_on="inc-a",
+    handed = handed_verification(
+        incident_id="inc-b", pod="triton-b", opened_at=4900.0, leaning_on="inc-a"
     )
     assert store.adopt_verifications([handed], "leader-1") == 1
     [pending] = store.pending_verifications()

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests import handed_rows
 from tests.playbook_harness import incident
 from tritonguard.actions.registry import catalog
 from tritonguard.core.guards import GuardSettings
@@ -130,15 +131,10 @@ def test_a_subject_still_busy_waits_for_its_work_to_finish() -> None:
 
 def handed_intent(started_at: float = 4000.0, size: int = 10) -> HandedIntent:
     """Return a reload in flight as the leader publishes it."""
-    return HandedIntent(
-        incident_id="inc-1",
+    return handed_rows.handed_intent(
         playbook="lower",
         cause="batching_delay",
-        namespace="prod",
-        model="resnet",
-        pod="triton-0",
         opened_at=3900.0,
-        action="triton.update_config",
         started_at=started_at,
         undo=("triton.load", {"model": "resnet", "config": {"name": "resnet", "pad": "x" * size}}),
         undos=(("kubernetes.scale", {"name": "triton", "replicas": 2}),),
@@ -147,18 +143,8 @@ def handed_intent(started_at: float = 4000.0, size: int = 10) -> HandedIntent:
 
 def handed_check(started_at: float = 4100.0) -> HandedVerification:
     """Return a pending verification as the leader publishes it."""
-    return HandedVerification(
-        incident_id="inc-2",
-        playbook="scale",
-        cause="cpu_bottleneck",
-        namespace="prod",
-        model="resnet",
-        pod="triton-1",
-        opened_at=4000.0,
-        checks=({"feature": "queue_share", "below": 0.5},),
-        wait_s=60.0,
-        started_at=started_at,
-        undos=(),
+    return handed_rows.handed_verification(
+        incident_id="inc-2", pod="triton-1", started_at=started_at
     )
 
 

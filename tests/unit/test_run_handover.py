@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.handed_rows import handed_approval
 from tritonguard.core.guards import RunRecord
 from tritonguard.core.run_handover import (
     MAX_RUNS,
@@ -63,19 +64,11 @@ def test_a_malformed_annotation_is_refused_with_the_reason(text: str, says: str)
 
 def approval(thread: dict[str, Any] | None = None, at: float = NOW) -> HandedApproval:
     """Return a scale waiting for approval, with the undo of the step before it."""
-    return HandedApproval(
+    return handed_approval(
         approval_id="apr-0123456789abcdef",
-        incident_id="inc-1",
-        playbook="scale",
-        cause="cpu_bottleneck",
-        namespace="prod",
-        model="resnet",
-        pod="triton-0",
         opened_at=at - 60,
         step_index=1,
-        action="kubernetes.scale",
         params={"name": "triton", "add": 1},
-        approvers=("S0ONCALL01",),
         requested_at=at,
         expires_at=at + 900,
         undos=(("kubernetes.scale", {"name": "triton", "replicas": 2}),),

@@ -7,65 +7,16 @@ import json
 
 import pytest
 
+from tests.handed_rows import UNDOS, handed_approval, handed_intent, handed_verification
 from tritonguard.core.run_handover import (
-    HandedApproval,
-    HandedIntent,
-    HandedVerification,
     decode_approvals,
     decode_verifications,
     encode_verifications,
 )
 
-UNDOS = (
-    ("kubernetes.scale", {"name": "triton", "replicas": 2}),
-    ("kubernetes.scaledobject_min", {"name": "triton-so", "min_replica_count": 2}),
-)
-CHECK = HandedVerification(
-    incident_id="inc-1",
-    playbook="scale",
-    cause="cpu_bottleneck",
-    namespace="prod",
-    model="resnet",
-    pod="triton-0",
-    opened_at=4000.0,
-    checks=({"feature": "queue_share", "below": 0.5},),
-    wait_s=60.0,
-    started_at=4100.0,
-    undos=UNDOS,
-    on_resolve=frozenset({1}),
-)
-INTENT = HandedIntent(
-    incident_id="inc-1",
-    playbook="scale",
-    cause="cpu_bottleneck",
-    namespace="prod",
-    model="resnet",
-    pod="triton-0",
-    opened_at=4000.0,
-    action="triton.update_config",
-    started_at=4200.0,
-    undo=("triton.load", {"model": "resnet"}),
-    undos=UNDOS,
-    on_resolve=frozenset({0, 1}),
-)
-APPROVAL = HandedApproval(
-    approval_id="apr-1",
-    incident_id="inc-1",
-    playbook="scale",
-    cause="cpu_bottleneck",
-    namespace="prod",
-    model="resnet",
-    pod="triton-0",
-    opened_at=4000.0,
-    step_index=2,
-    action="kubernetes.scale",
-    params={"add": 1},
-    approvers=("S0ONCALL01",),
-    requested_at=4300.0,
-    expires_at=5200.0,
-    undos=UNDOS,
-    on_resolve=frozenset({1}),
-)
+CHECK = handed_verification(undos=UNDOS, on_resolve=frozenset({1}))
+INTENT = handed_intent(undos=UNDOS, on_resolve=frozenset({0, 1}))
+APPROVAL = handed_approval(undos=UNDOS, on_resolve=frozenset({1}))
 
 
 def test_each_kind_carries_which_undos_restore_on_resolve() -> None:
