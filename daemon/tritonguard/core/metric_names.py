@@ -53,6 +53,31 @@ CONSUMED_PREFIXES: tuple[str, ...] = (
 )
 
 
+# Families under a consumed prefix that no feature reads: Triton's compute input/output
+# summaries (features take those durations from the cumulative counters), and the
+# `_count`/`_sum` of every summary and histogram (features read their quantiles and
+# buckets; request counts come from the request counters). Scrapes skip them before
+# reading their labels and the store keeps none: in a 50-model scrape they are 1,000 of
+# the 2,405 samples.
+_SUMMARIES_AND_HISTOGRAMS: tuple[str, ...] = (
+    "nv_inference_request_summary_us",
+    "nv_inference_queue_summary_us",
+    "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us",
+    "nv_inference_compute_output_summary_us",
+    "nv_inference_request_duration_histogram_us",
+    "nv_inference_first_response_histogram_ms",
+    "nv_inference_queue_duration_histogram_us",
+)
+UNREAD_FAMILIES: frozenset[str] = frozenset(
+    {
+        "nv_inference_compute_input_summary_us",
+        "nv_inference_compute_output_summary_us",
+        *(family + part for family in _SUMMARIES_AND_HISTOGRAMS for part in ("_count", "_sum")),
+    }
+)
+
+
 def is_counter(name: str) -> bool:
     """Return True when the series is a cumulative counter (rates, resets apply)."""
     # DCGM's PCIe fields are gauges of bytes per second, not counters, in dcgm-exporter.
@@ -63,7 +88,7 @@ def is_counter(name: str) -> bool:
 
 def is_consumed(name: str) -> bool:
     """Return True when some feature reads this family."""
-    return name.startswith(CONSUMED_PREFIXES)
+    return name.startswith(CONSUMED_PREFIXES) and name not in UNREAD_FAMILIES
 
 
 # Which exporter a family comes from, by prefix: one exporter's scrape of a target is atomic.
