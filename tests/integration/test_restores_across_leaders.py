@@ -46,6 +46,9 @@ from tests.playbook_harness import StaticFeatures, resolved
 from tritonguard.core.run_handover import VERIFICATIONS_ANNOTATION
 from tritonguard.core.slack_message import APPROVE_ACTION
 
+# Reaching the verify step makes the process's first Kubernetes calls, and the client loads
+# its API modules on first use (about 3 s on a loaded 2-core machine): a bound, not a pause.
+VERIFYING_S = 15.0
 KEDA_SCALE = """
 name: scale-out
 when: {causes: [cpu_bottleneck]}
@@ -93,7 +96,7 @@ async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
     ):
         await elect(a.elector, b.elector)
         a.playbooks.step([opened()], WALL)
-        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
         assert floor(api) == 3
         assert await a.elector.step()  # publishes the verification with its undo
         lease = api.get_object("Lease", NS, LEASE)
@@ -147,7 +150,7 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
         assert await a.elector.step()
         theirs = opened()
         a.playbooks.step([theirs], WALL)
-        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
         assert await a.elector.step()
         assert not await b.elector.step()
         [copy] = b.store.pending_verifications()
@@ -194,7 +197,7 @@ async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
         assert await a.elector.step()
         theirs = opened()
         a.playbooks.step([theirs], WALL)
-        await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
         assert await a.elector.step()
         assert not await b.elector.step()
         [copy] = b.store.pending_verifications()
