@@ -172,3 +172,11 @@ def test_hpa_series_join_the_pods_workload() -> None:
     engine.ingest(samples_of(series, interval=IV), START)
     f = engine.features(Subject("prod", "resnet", "triton-resnet-0"), START + 12 * IV)
     assert f is not None and f.hpa_desired == 4
+
+
+def test_failure_reasons_sum_to_the_failure_rate_and_an_absent_reason_is_zero() -> None:
+    """Each reason's rate is its own series' increase; BACKEND and OTHER, not exported, are 0."""
+    f = features(triton_model([Phase(12, rps=20, canceled_rps=3, rejected_rps=1.5)], interval=IV))
+    assert f.failure_canceled == 3 and f.failure_rejected == 1.5
+    assert f.failure_backend == 0.0 and f.failure_other == 0.0
+    assert f.failure_rate == 4.5

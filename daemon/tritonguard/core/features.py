@@ -159,6 +159,18 @@ def _by_label(series: Iterable[Series], name: str) -> dict[str, list[Series]]:
     return out
 
 
+def _rate_of(deltas: Iterable[tuple[float, float] | None]) -> float | None:
+    """Return the rate over series' increases, as ``FeatureReader.rate`` sums them."""
+    total, span, seen = 0.0, 0.0, False
+    for d in deltas:
+        if d is None:
+            continue
+        total += d[0]
+        span = max(span, d[1])
+        seen = True
+    return total / span if seen and span > 0 else None
+
+
 def _div(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
@@ -407,11 +419,13 @@ class FeatureReader:
 
         fails = self.series("nv_inference_request_failure", key)
         if fails:
-            total = self.rate(fails, start, end)
+            # Each series' increase taken once, for the total and for its reason's rate.
+            deltas = {id(s): s.delta(start, end) for s in fails}
+            total = _rate_of(deltas.values())
             f.failure_rate = total
             reasons = _by_label(fails, "reason")
             by = {
-                r: self.rate(reasons.get(r.upper(), ()), start, end)
+                r: _rate_of(deltas[id(s)] for s in reasons.get(r.upper(), ()))
                 for r in ("rejected", "canceled", "backend", "other")
             }
             # A reason absent from the exposition while others are present is zero, not unknown:

@@ -171,8 +171,14 @@ def _no_tail(summary: list[Series], horizon: float, now: float, low: float, high
     the highest p99 is below the bar of the lowest p50. False (not sure) otherwise, and when
     a zero p50 (no bar) or a NaN (min and max then depend on where it stands) is in the way.
     """
-    p50 = [s for s in summary if label(s.labels, "quantile") == "0.5"]
-    p99 = [s for s in summary if label(s.labels, "quantile") == "0.99"]
+    p50: list[Series] = []
+    p99: list[Series] = []
+    for s in summary:
+        q = label(s.labels, "quantile")
+        if q == "0.5":
+            p50.append(s)
+        elif q == "0.99":
+            p99.append(s)
     if len(p50) != 1 or len(p99) != 1:
         return False
     (lo_s,), (hi_s,) = p50, p99
