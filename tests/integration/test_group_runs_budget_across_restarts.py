@@ -335,3 +335,53 @@ async def test_the_next_leader_judging_a_covered_runs_check_leaves_the_raise(
     ]
     assert _replicas(kube) == 3
     await threads.close()
+
+
+# A covered scale, then a step that waits for a human: what is approved after a restart
+# goes on relying on the raise the run relied on before it waited.
+APPROVED_THEN_SHRINKING = """
+name: scale-out-or-shrink
+when: {causes: [cpu_bottleneck]}
+guards: {dry_run: false, cooldown: 30m, max_runs_per_hour: 10}
+steps:
+  - action: kubernetes.scale
+    params: {add: 1}
+  - action: kubernetes.scale
+    params: {name: other-a, add: 1}
+    approval: required
+verify: {wait: 60s, checks: [{feature: container_cpu_saturation, below: 0.8}]}
+rollback:
+  - action: kubernetes.scale
+    params: {name: triton, replicas: 1}
+"""
+
+
+async def test_a_covered_run_approved_after_a_restart_spares_the_raise_on_failure(
+    tmp_path: Path, kube: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """An approval keeps the raise its run relied on: a's raise survives b's rollback.
+
+    Pod b's run waits for approval after its covered scale. Approved after a restart, its
+    approved step runs, its verify fails and the rollback's scale to 1 replica is skipped
+    as covered: the Deployment keeps 3 replicas.
+    """
+    features = _Saturation(frozenset({PODS[1]}))
+    fleet = _Fleet(tmp_path / "audit.sqlite3", kube, fake_slack, APPROVED_THEN_SHRINKING, features)
+    first, second = (_opening(p) for p in PODS[:2])
+    await fleet.step([first, second], 5000.0)
+    assert (PODS[1], "kubernetes.scale", "skipped:covered") in await fleet.step([], 5005.0)
+    assert _replicas(kube) == 3
+    fleet.restart()
+    [waiting_b] = fleet.stage.store.pending_approvals(second.incident_id)
+    assert waiting_b.leaning_on == first.incident_id
+    fleet.now = 5010.0
+    assert fleet.stage.executor.settle_approval(waiting_b, "approved", "U1", 5010.0, "approved")
+    done = fleet.stage.resume_approved(waiting_b, 5010.0, fleet.open[second.incident_id])
+    records = (await done.records())[second.incident_id]
+    assert [(r.action, r.phase, r.status, r.guard) for r in records] == [
+        ("kubernetes.scale", "step", "ran", ""),
+        ("verify", "step", "failed", ""),
+        ("kubernetes.scale", "rollback", "skipped", "covered"),
+    ]
+    assert _replicas(kube) == 3
+    assert _replicas(kube, "other-a") == 3

@@ -75,3 +75,35 @@ def test_an_older_audit_file_gains_the_columns_and_counts_its_runs(tmp_path: Pat
     old.close()
     [run] = AuditStore(db).history(0.0)
     assert run == RUN and run.changed
+
+
+def test_an_approval_keeps_the_raise_its_run_relied_on(tmp_path: Path) -> None:
+    """A step waiting for approval is read back with the raise, and handed on with it."""
+    db = tmp_path / "audit.sqlite3"
+    store = AuditStore(db)
+    event = incident(pod="triton-b", incident_id="inc-b")
+    store.begin_approval(
+        "apr-1",
+        event,
+        "scale",
+        1,
+        "kubernetes.scale",
+        {"add": 1},
+        (),
+        5000.0,
+        5900.0,
+        [],
+        leaning_on="inc-a",
+    )
+    store.close()
+    again = AuditStore(db)
+    [pending] = again.pending_approvals()
+    assert pending.leaning_on == "inc-a"
+    found = again.approval("apr-1")
+    assert found is not None and found[1] == {
+        "state": "pending",
+        "decided_by": "",
+        "decided_at": None,
+    }
+    [handed] = again.handed_approvals(lambda incident, approval: None)
+    assert handed.leaning_on == "inc-a"

@@ -60,3 +60,12 @@ def test_the_raise_a_run_relied_on_travels_with_its_verification_and_intent() ->
     assert "leaning_on" not in doc["verifications"][0]
     assert "leaning_on" not in doc["intents"][0]
     assert [h.leaning_on for h in decode_verifications(plain)] == ["", ""]
+
+
+def test_the_raise_a_run_relied_on_travels_with_its_approval() -> None:
+    """An approval comes back with ``leaning_on``; without it the row has no such key."""
+    leaning = dataclasses.replace(APPROVAL, leaning_on="inc-raise")
+    text, _ = encode_verifications([leaning])
+    assert decode_approvals(text) == [leaning]
+    plain, _ = encode_verifications([APPROVAL])
+    assert "leaning_on" not in json.loads(plain)["approvals"][0]

@@ -166,7 +166,8 @@ class PendingApproval:
     parameters rendered when the approval was asked for, which are what the human sees and
     what runs once approved. ``undo_ids`` are the ledger's undos of the run's earlier steps,
     rolled back if the approved step (or one after it) fails. An empty ``approvers`` lets
-    anyone who can click in the channel decide.
+    anyone who can click in the channel decide. ``leaning_on`` is as for
+    :class:`PendingVerification`: the run goes on relying on that incident's raise.
     """
 
     approval_id: str
@@ -179,6 +180,7 @@ class PendingApproval:
     requested_at: float
     expires_at: float
     undo_ids: tuple[int, ...] = ()
+    leaning_on: str = ""
 
     def expired(self, now: float) -> bool:
         """Whether nobody may decide any more: the deadline has passed."""

@@ -184,6 +184,8 @@ class HandedApproval:
     thread: dict[str, Any] | None = None
     # Which of ``undos`` (by index) put their value back when the incident resolves.
     on_resolve: frozenset[int] = frozenset()
+    # The incident whose raise the run relied on (``PendingApproval.leaning_on``).
+    leaning_on: str = ""
 
 
 Handed = HandedVerification | HandedIntent
@@ -208,7 +210,7 @@ def _common_row(item: Handed | HandedApproval) -> dict[str, Any]:
     return row
 
 
-def _leaning(item: Handed) -> dict[str, Any]:
+def _leaning(item: Handed | HandedApproval) -> dict[str, Any]:
     """Return the ``leaning_on`` field of a row, left out when the run relied on nothing."""
     return {"leaning_on": item.leaning_on} if item.leaning_on else {}
 
@@ -243,6 +245,7 @@ def _approval_row(item: HandedApproval) -> dict[str, Any]:
         "approvers": list(item.approvers),
         "requested_at": round(item.requested_at, 3),
         "expires_at": round(item.expires_at, 3),
+        **_leaning(item),
     }
     if item.thread is not None:
         row["thread"] = item.thread
@@ -382,6 +385,7 @@ def decode_approvals(text: str) -> list[HandedApproval]:
                     requested_at=float(row["requested_at"]),
                     expires_at=float(row["expires_at"]),
                     thread=thread,
+                    leaning_on=str(row.get("leaning_on", "")),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:

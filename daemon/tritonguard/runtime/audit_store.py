@@ -121,7 +121,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     undo_ids TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
     decided_by TEXT NOT NULL DEFAULT '',
-    decided_at REAL
+    decided_at REAL,
+    leaning_on TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state);
 CREATE TABLE IF NOT EXISTS playbook_sets (
@@ -153,6 +154,7 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "covered_by", "TEXT NOT NULL DEFAULT ''"),
     ("verifications", "leaning_on", "TEXT NOT NULL DEFAULT ''"),
     ("intents", "leaning_on", "TEXT NOT NULL DEFAULT ''"),
+    ("approvals", "leaning_on", "TEXT NOT NULL DEFAULT ''"),
 )
 _RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_incident ON runs (incident_id)"
 
@@ -181,7 +183,7 @@ _INTENT_COLUMNS = (
 )
 _APPROVAL_COLUMNS = (
     f"approval_id, {_INCIDENT_COLUMNS}, step_index, action, params, approvers, requested_at,"
-    " expires_at, undo_ids"
+    " expires_at, undo_ids, leaning_on"
 )
 
 
@@ -708,6 +710,7 @@ class AuditStore:
                 requested_at=p.requested_at,
                 expires_at=p.expires_at,
                 thread=thread_of(p.incident.incident_id, p.approval_id),
+                leaning_on=p.leaning_on,
             )
             for p in self.pending_approvals()
         ]
@@ -876,10 +879,15 @@ class AuditStore:
         requested_at: float,
         expires_at: float,
         undo_ids: Sequence[int],
+        *,
+        leaning_on: str = "",
     ) -> PendingApproval:
-        """Write a waiting step down before anyone can click: a restart keeps it waiting."""
+        """Write a waiting step down before anyone can click: a restart keeps it waiting.
+
+        ``leaning_on`` is the raise the run relied on so far (``PendingApproval``).
+        """
         self._exec(
-            f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 approval_id,
                 *_incident_values(event, playbook),
@@ -890,6 +898,7 @@ class AuditStore:
                 requested_at,
                 expires_at,
                 json.dumps(list(undo_ids)),
+                leaning_on,
             ),
         )
         return PendingApproval(
@@ -903,6 +912,7 @@ class AuditStore:
             requested_at=requested_at,
             expires_at=expires_at,
             undo_ids=tuple(undo_ids),
+            leaning_on=leaning_on,
         )
 
     def pending_approvals(self, incident_id: str | None = None) -> list[PendingApproval]:
@@ -925,9 +935,9 @@ class AuditStore:
         if row is None:
             return None
         return _approval(row), {
-            "state": str(row[15]),
-            "decided_by": str(row[16]),
-            "decided_at": None if row[17] is None else float(row[17]),
+            "state": str(row[16]),
+            "decided_by": str(row[17]),
+            "decided_at": None if row[18] is None else float(row[18]),
         }
 
     def settle_approval(self, approval_id: str, state: str, by: str, at: float) -> bool:
@@ -1036,6 +1046,7 @@ def _approval(row: Sequence[Any]) -> PendingApproval:
         requested_at=float(row[12]),
         expires_at=float(row[13]),
         undo_ids=tuple(int(i) for i in json.loads(row[14])),
+        leaning_on=str(row[15]),
     )
 
 

@@ -541,7 +541,10 @@ class PlaybookExecutor:
         undos = list(undos or [])
         failure: _Failed | None = None
         # The incident whose raise this run leans on: its rollback must not undo that raise.
+        # A run resumed after approval goes on leaning on what it did before it waited.
         leaning_on = relies.incident_id if relies is not None else None
+        if leaning_on is None and approved is not None:
+            leaning_on = approved.leaning_on or None
         outcome.leaning_on = leaning_on
         start = approved.step_index if approved is not None else 0
         for index, step in enumerate(book.all_steps()):
@@ -577,7 +580,9 @@ class PlaybookExecutor:
                 and relies is None
                 and (approved is None or index != approved.step_index)
             ):
-                records.append(self._ask_approval(event, book, index, step, rendered, undos))
+                records.append(
+                    self._ask_approval(event, book, index, step, rendered, undos, leaning_on)
+                )
                 outcome.suspended = True
                 return records
             verification = (
@@ -1187,8 +1192,13 @@ class PlaybookExecutor:
         step: Step,
         rendered: dict[str, Any],
         undos: list[PendingUndo],
+        leaning_on: str | None,
     ) -> ActionRecord:
-        """Write the step down as waiting for approval (before anyone can click) and record it."""
+        """Write the step down as waiting for approval (before anyone can click) and record it.
+
+        With it goes the raise the run relied on so far (``leaning_on``): the run resumed
+        once approved, after a restart too, rolls back sparing it as it would have.
+        """
         now = self.env.clock()
         approvers = approvers_for(step, self.env.approvers)
         pending = self.store.begin_approval(
@@ -1202,6 +1212,7 @@ class PlaybookExecutor:
             now,
             now + approval_timeout(step, self.env.approval_timeout_s),
             [u.undo_id for u in undos],
+            leaning_on=leaning_on or "",
         )
         who = ", ".join(approvers) or "anyone in the channel"
         rec = self.record(
