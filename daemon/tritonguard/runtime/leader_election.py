@@ -266,4 +266,5 @@ def adopt_approval(store: AuditStore, item: HandedApproval) -> None:
         item.requested_at,
         item.expires_at,
         store.adopt_undos(item),
+        leaning_on=item.leaning_on,
     )
