@@ -10,8 +10,11 @@ from tritonguard.runtime.leader_election import adopt_approval
 
 
 def test_an_adopted_approval_keeps_the_raise_it_relied_on(tmp_path: Path) -> None:
-    """Approved on the next leader, its rollback must still spare the group's raise: the fact
-    travels from the Lease row into the adopting replica's audit file, across a restart."""
+    """Approved on the next leader, its rollback must still spare the group's raise.
+
+    The fact travels from the Lease row into the adopting replica's audit file, across a
+    restart.
+    """
     db = tmp_path / "audit.sqlite3"
     adopt_approval(AuditStore(db), handed_approval(leaning_on="inc-raise"))
     [waiting] = AuditStore(db).pending_approvals()
