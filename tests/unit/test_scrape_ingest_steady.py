@@ -142,3 +142,38 @@ def test_a_layout_that_moves_and_comes_back_is_stored_as_the_reference_path_stor
         _reference(reference, text, 100.0 + 10 * k)
         assert _snapshot(fused) == _snapshot(reference), k
     assert ingest.steady_reads > 0 and ingest.slow_reads == 0
+
+
+def _busy_text(scrape: int, *, idle_quantile: bool = True) -> str:
+    """Return a Triton exposition whose every sample line changes each scrape but a NaN one."""
+    out = ["# TYPE nv_inference_count counter"]
+    for model in "abcdefgh":
+        out.append(f'nv_inference_count{{model="{model}",version="1"}} {scrape * 7}')
+        out.append(f'nv_inference_queue_summary_us_count{{model="{model}"}} {scrape * 3}')
+        out.append(f'nv_inference_queue_summary_us{{model="{model}",quantile="0.5"}} {scrape}.5')
+    if idle_quantile:
+        out.append('nv_inference_queue_summary_us{model="z",quantile="0.5"} NaN')
+    return "\n".join(out) + "\n"
+
+
+def test_an_exposition_whose_lines_mostly_change_is_read_line_by_line_for_a_while() -> None:
+    """Past STEADY_SHARE changed lines a target goes back to line by line, retrying later.
+
+    Each retry that does not pay doubles the wait; every scrape leaves the store as the
+    reference path does, unread families and a series waiting for a value included.
+    """
+    from tritonguard.core.scrape_ingest import STEADY_WAIT
+
+    fused, reference = SeriesStore(), SeriesStore()
+    ingest = TargetIngest(fused, extra_labels=TARGET)
+    scrapes = 40
+    for k in range(scrapes):
+        text = _busy_text(k)
+        ingest.ingest(text, 100.0 + 10 * k)
+        _reference(reference, text, 100.0 + 10 * k)
+        assert _snapshot(fused) == _snapshot(reference), k
+    # Scrape 1 learns the layout and 2 compares whole, finding every line changed; then
+    # STEADY_WAIT line-by-line reads, a scrape learning the layout again, a whole compare,
+    # and twice the wait: 2 + 8 + 1 = 11 -> 12 compares whole, 12 + 16 + 1 = 29 -> 30.
+    assert STEADY_WAIT == 8
+    assert ingest.steady_reads == 3 and ingest.slow_reads == 0
