@@ -56,6 +56,8 @@ NOT_EXPRESSED = {
     "queue_delay_match_low": "needs the model config, which Prometheus does not see",
     "supersede_margin": "alerts fire side by side; none replaces another",
     "update_min_interval_s": "an alert has no 'updated' events",
+    "steady_min_requests": "the rules judge each scrape alone; pooling runs of scrapes by their "
+    "requests needs a scan PromQL has no function for",
 }
 INTERVALS = (2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 

@@ -1365,7 +1365,7 @@ class _Builder:
             f"and on ({BY}) ({load} <= {num(1 + t.load_steady_tolerance)} and on ({BY}) "
             f"{load} >= {num(1 - t.load_steady_tolerance)}) "
             # More executions in flight than slower work explains: a concurrency change.
-            f"unless on ({BY}) ({conc} > 1.3 * {exec_time}) "
+            f"unless on ({BY}) ({conc} > {num(1 + t.load_steady_tolerance)} * {exec_time}) "
             # The config or version just changed: not the same workload.
             f"unless on ({BY}) {PREFIX}:recent_reload_sign "
             # Requests wait less while executions got slower: more instances serve them
@@ -1390,7 +1390,8 @@ class _Builder:
             # The node got busier but not because of Triton.
             (
                 0.1,
-                f"({node_up}) and on ({BY}) (({SUBJECTS} unless on ({BY}) {own}) or {own} <= 1.2)",
+                f"({node_up}) and on ({BY}) (({SUBJECTS} unless on ({BY}) {own}) "
+                f"or {own} <= {num(t.contention_own_cpu)})",
             ),
             (-0.15, f"{node} unless on ({BY}) ({node_up})"),
             (0.2, host_up),
