@@ -154,7 +154,16 @@ class FleetMeasured:
     rss_mb: float
 
 
-def measure_fleet(pods: int, scrapes: int = 3, *, exporters: bool = True) -> FleetMeasured:
+# Steady scrapes measured per fleet. A target's reader settles over its first scrapes: it
+# learns the layout (scrape 1), compares the next exposition whole (2) and, where most
+# lines change every scrape, reads line by line for STEADY_WAIT scrapes before trying
+# again; the median of 12 falls among the settled ones, as a long-running daemon's do.
+FLEET_SCRAPES = 12
+
+
+def measure_fleet(
+    pods: int, scrapes: int = FLEET_SCRAPES, *, exporters: bool = True
+) -> FleetMeasured:
     """Ingest ``scrapes`` steady scrapes of a generated fleet (after a first, cold one)."""
     fleet = Fleet(FleetSpec(pods=pods, exporters=exporters))
     store = SeriesStore()

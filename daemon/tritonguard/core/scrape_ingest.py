@@ -241,6 +241,8 @@ class TargetIngest:
         # Scrapes to read line by line before comparing whole again, and the next wait.
         self._steady_wait = 0
         self._next_wait = STEADY_WAIT
+        # The last exposition's lines, while its layout is a candidate for comparing whole.
+        self._candidate: list[str] | None = None
         self._kept_names: dict[str, bool] = {}
         self._plain_keys: dict[str, ScrapeKey] = {}
         # Whether the target's labels are only those target_of reads (a scrape's are), so a
@@ -301,19 +303,46 @@ class TargetIngest:
                 if heads[index] != _NEVER:
                     waiting[index] = series
                 heads[index] = _NEVER  # shed, or no value yet: ask the store again next time
-        # Only a layout that held for two expositions in a row is worth comparing whole
-        # (building it costs about what reading a line does); one that moves every time
-        # is read line by line without that cost.
-        steady = None
-        if self._steady_wait > 0:
-            self._steady_wait -= 1
-        elif heads is self._heads or heads == self._heads:
-            steady = _steady_layout(lines, heads, layout, values, waiting)
-        self._steady = steady
+        self._steady = steady = self._next_steady(lines, heads, layout, values, waiting)
         # While the layout is compared whole, its heads are the lines' own beginnings:
         # not kept twice (see _drop_steady).
         self._heads, self._layout = ([] if steady is not None else heads), layout
         return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
+
+    def _next_steady(
+        self,
+        lines: list[str],
+        heads: list[str],
+        layout: list[Series | None],
+        values: list[float],
+        waiting: dict[int, Series],
+    ) -> SteadyLayout | None:
+        """Return the layout to compare the next exposition with whole, if that should pay.
+
+        Building one costs about what reading a line does, so only a layout that held for
+        two expositions in a row is considered (one that moves every time is read line by
+        line without that cost), and only once the share of lines that changed between the
+        two, counted in C, is under STEADY_SHARE: a busy target pays one C pass, not a
+        layout and a whole compare, each time it is tried again.
+        """
+        candidate, self._candidate = self._candidate, None
+        if self._steady_wait > 0:
+            self._steady_wait -= 1
+            return None
+        if not (heads is self._heads or heads == self._heads):
+            return None
+        if candidate is None or len(candidate) != len(lines):
+            self._candidate = lines
+            return None
+        if sum(map(ne, lines, candidate)) > STEADY_SHARE * len(lines):
+            self._wait_longer()
+            return None
+        return _steady_layout(lines, heads, layout, values, waiting)
+
+    def _wait_longer(self) -> None:
+        """Read line by line for a while, twice as long as last time (up to the maximum)."""
+        self._steady_wait = self._next_wait
+        self._next_wait = min(2 * self._next_wait, MAX_STEADY_WAIT)
 
     def _ingest_steady(
         self,
@@ -349,8 +378,7 @@ class TargetIngest:
             # Most lines change every scrape (busy models, moving quantiles): line by line
             # is cheaper for a while.
             self._drop_steady()
-            self._steady_wait = self._next_wait
-            self._next_wait = min(2 * self._next_wait, MAX_STEADY_WAIT)
+            self._wait_longer()
         else:
             self._next_wait = STEADY_WAIT
         return IngestResult(samples=samples, stored=self.store.samples_ingested - before)
