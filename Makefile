@@ -38,9 +38,11 @@ live: venv system-deps
 
 # The whole test suite: lint, type checks, layer contracts, unit, replay and live end-to-end tests.
 # Two workers: the end-to-end runs mostly wait on real Tritons, so two run side by side, or
-# one beside the CPU-bound rest of the suite; each worker starts its own live lab.
+# one beside the CPU-bound rest of the suite. Tests sharing a wider-scoped fixture (a live
+# lab, a module's Triton, the wheel) form one group (tests/conftest.py), so each fixture is set
+# up once, on one worker; groups go out in collection order, the live end-to-end ones first.
 test: venv system-deps lint
-	$(BIN)/pytest -q --durations=25 -n 2
+	$(BIN)/pytest -q --durations=25 -n 2 --dist loadgroup --no-loadscope-reorder
 
 # The main job: a local Triton, the daemon against it, faults injected one after another.
 demo: venv system-deps

@@ -53,6 +53,44 @@ def pytest_configure(config: pytest.Config) -> None:
     leak_guard.install(config)
 
 
+# Wider-scoped fixtures worth starting once: a real Triton or lab per module, a wheel build, a
+# promtool run over every trace. Under ``-n 2 --dist loadgroup`` the tests sharing one run on
+# one worker, so the fixture is set up once instead of once per worker that drew one of them.
+_SHARED_SCOPES = ("session", "package", "module")
+
+
+def shared_group(item: pytest.Item) -> str | None:
+    """Return the xdist group of a test that uses a project fixture wider than a function.
+
+    A session fixture is shared by every test using it, wherever they live (the live lab's
+    outcomes); a module fixture by the tests of that module.
+    """
+    if not isinstance(item, pytest.Function):
+        return None
+    # pytest has no public view of an item's resolved fixture definitions at collection time.
+    defs = item._fixtureinfo.name2fixturedefs
+    wide = [
+        (fixdefs[-1].scope, name, fixdefs[-1].baseid)
+        for name, fixdefs in sorted(defs.items())
+        if fixdefs and fixdefs[-1].scope in _SHARED_SCOPES and fixdefs[-1].baseid
+    ]
+    for scope, name, baseid in wide:
+        if scope == "session":
+            return f"{baseid}::{name}"
+    if wide:
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests that share a wider-scoped fixture (before xdist reads the groups)."""
+    for item in items:
+        group = shared_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Keep the per-test garbage collection as cheap as what each test allocates."""
     leak_guard.freeze_startup_objects()
