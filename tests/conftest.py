@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.nodeid import coerce_node_id  # xdist's group suffix, below
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -83,12 +84,22 @@ def shared_group(item: pytest.Item) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests that share a wider-scoped fixture (before xdist reads the groups)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests that share a wider-scoped fixture, as the xdist scheduler sees them.
+
+    xdist 3.8 hands groups to the scheduler as ``nodeid@group`` by assigning ``item._nodeid``,
+    which pytest 9 no longer reads (the id is ``item._id``), so every test went out alone and
+    each worker set up the shared fixtures again. On a worker under --dist loadgroup the id is
+    suffixed here, as xdist means to.
+    """
+    suffix = bool(config.getvalue("loadgroup"))
     for item in items:
         group = shared_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+        names = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+        if suffix and names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
