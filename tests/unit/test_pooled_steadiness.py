@@ -49,8 +49,11 @@ def test_scrapes_without_requests_are_pooled_into_their_neighbours() -> None:
 
 
 def _bimodal(scrapes: int) -> list[Phase]:
-    """Low traffic through a batcher with preferred sizes: a scrape whose requests came in a
-    pair ran at once (no wait), one with a lone request waited the whole delay."""
+    """Return low traffic through a batcher with preferred sizes, scrape by scrape.
+
+    A scrape whose requests came in a pair ran at once (no wait), one with a lone request
+    waited the whole delay.
+    """
     out = []
     for k in range(scrapes):
         lone = k % 2 == 0
@@ -63,8 +66,11 @@ def _opened(events: list[IncidentEvent]) -> list[str]:
 
 
 def test_a_waiting_batcher_at_a_few_requests_a_scrape_is_named() -> None:
-    """Three requests a 2 s scrape, alternately waiting the whole delay and none: the mean over
-    a dozen requests is steady, so the alternation is not read as queueing in bursts."""
+    """Three requests a 2 s scrape, alternately waiting the whole delay and none, are a batcher.
+
+    The mean over a dozen requests is steady, so the alternation is not read as queueing in
+    bursts.
+    """
     series = triton_model(
         [Phase(BASE_N, rps=1.5, queue_ms=0.1, infer_ms=6.0), *_bimodal(60)], interval=IV
     )
@@ -74,8 +80,10 @@ def test_a_waiting_batcher_at_a_few_requests_a_scrape_is_named() -> None:
 
 
 def test_queueing_in_bursts_between_busy_scrapes_is_still_not_a_batcher() -> None:
-    """At 40 requests a scrape, slow scrapes between normal ones are bursts (a reload's queue):
-    pooling leaves busy scrapes as they are, so the steadiness check still vetoes them."""
+    """At 40 requests a scrape, slow scrapes between normal ones are bursts (a reload's queue).
+
+    Pooling leaves busy scrapes as they are, so the steadiness check still vetoes them.
+    """
     bursts = [
         Phase(1, rps=20.0, queue_ms=150.0 if k % 3 == 0 else 0.2, infer_ms=6.0) for k in range(60)
     ]

@@ -126,6 +126,12 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, (per_scrape_queue, pooled_queue), t)
+    if symptom.sustained or fast is not None:
+        # Only a reading cause asks (batching_delay's reload veto): a summary read per slow
+        # subject, not per subject.
+        ctx.compute_tail = _compute_tail_now(reader, key, now, f.interval_s)
+        if fast is not None:
+            fast.compute_tail = ctx.compute_tail
     if (symptom.sustained or fast is not None) and base is not None:
         # Only while a cause is read (on the full window or the fast path), so it costs one
         # more window's features per slow subject. The shift that matters to the causes

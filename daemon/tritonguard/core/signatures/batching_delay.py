@@ -14,17 +14,18 @@ from tritonguard.core.signatures.context import (
     weigh,
 )
 
-# Scrapes needed to judge whether queueing is steady; fewer (coarse scrapes) leave it unknown.
+# Points (scrapes, pooled to steady_min_requests each) needed to judge whether queueing is
+# steady; fewer (coarse scrapes, low traffic) leave it unknown.
 STEADY_MIN_SCRAPES = 3
 
 
-def queue_steadiness(per_scrape: list[float]) -> float | None:
+def queue_steadiness(per_scrape: list[float], min_points: int = STEADY_MIN_SCRAPES) -> float | None:
     """Return the lowest scrape's queue time over the median scrape's, or None with too few.
 
     A dynamic batcher waiting for batches that do not fill holds every request up to its
     delay, every scrape alike; reloads and spikes queue in bursts between normal scrapes.
     """
-    if len(per_scrape) < STEADY_MIN_SCRAPES:
+    if len(per_scrape) < min_points:
         return None
     ordered = sorted(per_scrape)
     mid = ordered[len(ordered) // 2]
@@ -76,6 +77,12 @@ def check(ctx: Context) -> Finding | None:
     steady = queue_steadiness(ctx.scrape_queue)
     if steady is not None and steady < t.batching_steady:
         return None  # queueing in bursts (reloads, spikes) is not a batcher's steady wait
+    if steady is None and len(ctx.scrape_queue) == 2:
+        # Two points that queue alike are a steady wait: a reload's or spike's queue fills one
+        # and leaves the other near normal. Two that differ are no veto, though: the first may
+        # straddle the onset, half healthy.
+        pair = queue_steadiness(ctx.scrape_queue, min_points=2)
+        steady = pair if pair is not None and pair >= t.batching_steady else None
     conf = 0.6 if steady is not None else 0.45
     ev = symptom_evidence(ctx)
     ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "compute per exec × exec rate")
