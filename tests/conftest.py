@@ -92,7 +92,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each worker set up the shared fixtures again. On a worker under --dist loadgroup the id is
     suffixed here, as xdist means to.
     """
-    suffix = bool(config.getvalue("loadgroup"))
+    # Set by xdist on its workers under --dist loadgroup; absent without xdist (-p no:xdist).
+    suffix = bool(getattr(config.option, "loadgroup", False))
     for item in items:
         group = shared_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:

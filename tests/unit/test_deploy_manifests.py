@@ -183,7 +183,7 @@ def _calls_in_client() -> set[tuple[str, str, str]]:
     ):
         calls.add((_API_GROUPS[attr], _RESOURCES[resource], _VERBS[verb]))
     # Each watch_… method streams its resource (list with watch=True).
-    for resource in re.findall(r"async def watch_(\w+)\(", text):
+    for resource in re.findall(r"(?:async )?def watch_(\w+)\(", text):
         calls.add(("", _RESOURCES[resource.removesuffix("s")], "watch"))
     for verb, after in re.findall(
         r"self\._custom\.(get|patch|create)_namespaced_custom_object,\s*(\w+,)", text
