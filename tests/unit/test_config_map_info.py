@@ -26,6 +26,7 @@ from tritonguard.core.config_patch import Change
 from tritonguard.core.engine import Engine
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample, make_labels
+from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.trace_writer import render_trace_gz
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import FlightRecorder
@@ -275,11 +276,13 @@ def test_the_incident_trace_carries_the_config_map_change_it_named(tmp_path: Pat
     That is what a --from-incident test replays, so its incident follows the same change.
     """
     change = ConfigChange.of_config_map("ranker", replace(_edit(at=1030.0), namespace="ml"))
-    recorder = FlightRecorder(tmp_path, AuditStore(), pre_s=60.0)
+    store = SeriesStore()
+    recorder = FlightRecorder(tmp_path, AuditStore(), store, pre_s=60.0)
     opened = incident(change)
     recorder.on_event(opened)
     labels = make_labels({"model": "ranker", "namespace": "ml", "pod": opened.subject.pod})
-    recorder.observe([Sample("nv_inference_request_success", labels, 1.0, 1041.0)], 1041.0)
+    store.add(Sample("nv_inference_request_success", labels, 1.0, 1041.0), 1041.0)
+    recorder.observe([], 1041.0)
     path = recorder.on_event(replace(opened, event="resolved", at=1100.0))
     assert path is not None
     names = [s.name for s in load_trace(path)]

@@ -10,6 +10,7 @@ from tritonguard.core.engine import Engine
 from tritonguard.core.findings import Subject
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample, make_labels
+from tritonguard.core.series_store import SeriesStore
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.flight_recorder import FlightRecorder
 from tritonguard.sources.replay import load_trace
@@ -35,12 +36,14 @@ def test_the_recorded_trace_replays_to_the_change_the_incident_named(tmp_path: P
     """
     change = _named_change().change_before(SUBJECT, 1040.0)
     assert change is not None
-    recorder = FlightRecorder(tmp_path, AuditStore(), pre_s=60.0, max_bytes=1)
+    store = SeriesStore()
+    recorder = FlightRecorder(tmp_path, AuditStore(), store, pre_s=60.0, max_bytes=1)
     opened = incident(change)
     recorder.on_event(opened)
     labels = make_labels({"model": "ranker", "namespace": "ml", "pod": SUBJECT.pod})
     for t in range(1040, 1040 + 1200):
-        recorder.observe([Sample("nv_inference_request_success", labels, t, float(t))], t)
+        store.add(Sample("nv_inference_request_success", labels, t, float(t)), t)
+        recorder.observe([], t)
     assert recorder.dropped > 0
     path = recorder.on_event(replace(opened, event="resolved", at=2240.0))
     assert path is not None
@@ -55,11 +58,13 @@ def test_the_recorded_trace_replays_to_the_change_the_incident_named(tmp_path: P
 
 def test_a_change_named_only_by_an_update_is_recorded_too(tmp_path: Path) -> None:
     """An incident opened before its config read names the change in an update; kept as well."""
-    recorder = FlightRecorder(tmp_path, AuditStore(), pre_s=60.0)
+    store = SeriesStore()
+    recorder = FlightRecorder(tmp_path, AuditStore(), store, pre_s=60.0)
     opened = incident(None)
     recorder.on_event(opened)
     labels = make_labels({"model": "ranker", "namespace": "ml", "pod": SUBJECT.pod})
-    recorder.observe([Sample("nv_inference_request_success", labels, 1.0, 1041.0)], 1041.0)
+    store.add(Sample("nv_inference_request_success", labels, 1.0, 1041.0), 1041.0)
+    recorder.observe([], 1041.0)
     change = _named_change().change_before(SUBJECT, 1040.0)
     recorder.on_event(replace(opened, event="updated", at=1045.0, change=change))
     path = recorder.on_event(replace(opened, event="resolved", at=1100.0, change=change))

@@ -132,8 +132,8 @@ def test_recorded_incident_becomes_a_passing_regression_test(
     samples = samples_of(series, interval=5.0)
     db = tmp_path / "audit.sqlite3"
     store = AuditStore(db)
-    recorder = FlightRecorder(tmp_path / "traces", store, pre_s=120)
     engine = Engine()
+    recorder = FlightRecorder(tmp_path / "traces", store, engine.store, pre_s=120)
     on = PlaybookStage(
         load_playbook_files([ROOT / "playbooks"]),
         PlaybookExecutor(store, ExecutorEnv(features=engine)),

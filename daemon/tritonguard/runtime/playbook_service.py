@@ -34,7 +34,7 @@ from tritonguard.runtime.alert_book import AlertBook
 from tritonguard.runtime.alertmanager_webhook import Alert
 from tritonguard.runtime.approvals import Approvals, hold_socket, thread_notice
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.flight_recorder import SAMPLE_BYTES, FlightRecorder
+from tritonguard.runtime.flight_recorder import FlightRecorder
 from tritonguard.runtime.incident_charts import chart_maker
 from tritonguard.runtime.kube_events import KubeEvents
 from tritonguard.runtime.leader_election import LeaderElector
@@ -190,10 +190,10 @@ class PlaybookService:
         return self.threads.worker.stats() if self.threads is not None else DeliveryStats()
 
     def recorder_memory(self) -> tuple[int, int]:
-        """Return (bytes the flight recorder holds, samples it has let go in all)."""
+        """Return (bytes the flight recorder holds, points it has let go in all)."""
         if self.recorder is None:
             return 0, 0
-        return self.recorder.held() * SAMPLE_BYTES, self.recorder.dropped
+        return self.recorder.held_bytes(), self.recorder.dropped
 
     def leadership(self) -> dict[str, Any] | None:
         """Return who leads and whether this replica may act, or None without election."""
@@ -250,7 +250,11 @@ class PlaybookService:
         self.alerts.update(alerts)
 
     def observe(self, samples: list[Sample], now: float) -> None:
-        """Feed the flight recorder with every sample the daemon ingests."""
+        """Let the flight recorder copy what the poll added to the engine's store.
+
+        ``samples`` may be empty (a scrape that wrote the store directly): the recorder
+        reads the store either way.
+        """
         if self.recorder is not None:
             self.recorder.observe(samples, now)
 
@@ -433,6 +437,7 @@ def build_service(
     recorder = FlightRecorder(
         flight_recorder_dir(settings.audit_db_path),
         store,
+        engine.store,
         max_bytes=settings.recorder_budget_bytes(),
     )
     threads = build_threads(
