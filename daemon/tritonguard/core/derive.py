@@ -15,7 +15,14 @@ from tritonguard.core.births import birth_of, compute_tail, early_span
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
-from tritonguard.core.recurrence import find_spikes, per_scrape_ratio, pooled_ratio
+from tritonguard.core.recurrence import (
+    after,
+    find_spikes,
+    increases,
+    per_scrape_ratio,
+    pooled_points,
+    ratio_points,
+)
 from tritonguard.core.reload_signs import reload_events
 from tritonguard.core.signatures.context import Context, Peer, added_work
 from tritonguard.core.symptoms import fast_symptom, is_shedding, symptom_of
@@ -70,34 +77,29 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         # pods of one model need not serve alike (another deployment, another share of the
         # traffic), so peers judged it by their load and latency at start-up.
         base = history.fleet_baseline(key, now, f.window_s, f.interval_s, reader.store.started_at)
-    per_scrape = per_scrape_ratio(
-        reader.series("nv_inference_request_duration_us", key),
-        reader.series("nv_inference_request_success", key),
-        now - t.period_lookback_s,
-        now,
-    )
+    # Each counter's per-scrape increases are taken once, over the longest span any check
+    # reads, and cut to each check's own span: the increases in (start, now] are those of
+    # any longer span at the times after start.
+    recent_start = now - f.window_s + 0.1 * f.interval_s
+    queue_start = now - max(f.window_s, (t.fast_scrapes + 1) * f.interval_s)
+    lookback = now - t.period_lookback_s
+    first = min(lookback, recent_start, queue_start)
+    latency_inc = increases(reader.series("nv_inference_request_duration_us", key), first, now)
+    requests_inc = increases(reader.series("nv_inference_request_success", key), first, now)
+    queue_inc = increases(reader.series("nv_inference_queue_duration_us", key), queue_start, now)
+    per_scrape = ratio_points(after(latency_inc, lookback), requests_inc)
     # The sustained check, like the steadiness one, reads points of enough requests each.
     recent = [
         v
-        for at, v in pooled_ratio(
-            reader.series("nv_inference_request_duration_us", key),
-            reader.series("nv_inference_request_success", key),
-            now - f.window_s + 0.1 * f.interval_s,
-            now,
-            t.steady_min_requests,
+        for at, v in pooled_points(
+            after(latency_inc, recent_start), requests_inc, t.steady_min_requests
         )
     ]
     symptom = symptom_of(f, base, t, recent)
-    queue_span = (
-        reader.series("nv_inference_queue_duration_us", key),
-        reader.series("nv_inference_request_success", key),
-        now - max(f.window_s, (t.fast_scrapes + 1) * f.interval_s),
-        now,
-    )
-    per_scrape_queue = per_scrape_ratio(*queue_span)
+    per_scrape_queue = ratio_points(queue_inc, requests_inc)
     # Steadiness is judged on points of enough requests each: at a few requests a scrape,
     # one that filled a batch at once reads as a burst.
-    pooled_queue = pooled_ratio(*queue_span, t.steady_min_requests)
+    pooled_queue = pooled_points(queue_inc, requests_inc, t.steady_min_requests)
     if per_scrape and per_scrape[-1][0] >= now - 1.5 * f.interval_s:
         f.scrape_latency_us = per_scrape[-1][1]
     if per_scrape_queue and per_scrape_queue[-1][0] >= now - 1.5 * f.interval_s:

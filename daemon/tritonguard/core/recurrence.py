@@ -15,8 +15,17 @@ def per_scrape_ratio(
     num: Sequence[Series], den: Sequence[Series], start: float, end: float
 ) -> list[tuple[float, float]]:
     """Ratio of increases between consecutive scrapes (e.g. µs per request), summed over series."""
-    totals_n = _increases(num, start, end)
-    totals_d = _increases(den, start, end)
+    return ratio_points(increases(num, start, end), increases(den, start, end))
+
+
+def ratio_points(
+    totals_n: dict[float, float], totals_d: dict[float, float]
+) -> list[tuple[float, float]]:
+    """Return :func:`per_scrape_ratio` from increases already taken (see :func:`increases`).
+
+    Only the numerator's scrape times count, so the denominator's may span more: the
+    increases over a span are those of any longer one at the times inside it.
+    """
     points = []
     for t in sorted(totals_n):
         d = totals_d.get(t)
@@ -35,8 +44,13 @@ def pooled_ratio(
     newest scrape. Where every scrape holds ``min_den`` on its own, this is
     :func:`per_scrape_ratio`.
     """
-    totals_n = _increases(num, start, end)
-    totals_d = _increases(den, start, end)
+    return pooled_points(increases(num, start, end), increases(den, start, end), min_den)
+
+
+def pooled_points(
+    totals_n: dict[float, float], totals_d: dict[float, float], min_den: float
+) -> list[tuple[float, float]]:
+    """Return :func:`pooled_ratio` from increases already taken, as :func:`ratio_points`."""
     points: list[tuple[float, float]] = []
     acc_n = acc_d = 0.0
     newest: float | None = None
@@ -55,7 +69,12 @@ def pooled_ratio(
     return points
 
 
-def _increases(group: Sequence[Series], start: float, end: float) -> dict[float, float]:
+def after(totals: dict[float, float], start: float) -> dict[float, float]:
+    """Return the increases at scrape times after ``start``: those of the span (start, end]."""
+    return {t: v for t, v in totals.items() if t > start}
+
+
+def increases(group: Sequence[Series], start: float, end: float) -> dict[float, float]:
     """Return each scrape time's increase in (start, end], summed over the series."""
     out: dict[float, float] = {}
     for n, s in enumerate(group):
