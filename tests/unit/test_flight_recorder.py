@@ -12,7 +12,7 @@ from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample, make_labels
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.flight_recorder import FlightRecorder, relevant
+from tritonguard.runtime.flight_recorder import FlightRecorder
 from tritonguard.sources.replay import load_trace
 
 SUBJECT = Subject("prod", "m", "p")
@@ -76,7 +76,10 @@ def test_without_open_incidents_nothing_is_held(tmp_path: Path) -> None:
 
 
 def test_a_capture_keeps_the_subjects_series_and_its_pods_and_hosts(tmp_path: Path) -> None:
-    """The subject's model, its pod's series without a model, hosts and HPAs; no one else's."""
+    """The subject's model, its pod's series without a model, its node, hosts and HPAs.
+
+    Not other models or pods, nor nodes the pod does not run on (kube_pod_info places it).
+    """
     store = SeriesStore()
     recorder = FlightRecorder(tmp_path, AuditStore(), store, pre_s=60.0)
     series = {
@@ -108,9 +111,17 @@ def test_a_capture_keeps_the_subjects_series_and_its_pods_and_hosts(tmp_path: Pa
                 "namespace": "gpu",
             },
         ),
+        "placement": (
+            "kube_pod_info",
+            {"namespace": "prod", "pod": "p", "node": "n1", "host_ip": "10.0.0.1"},
+        ),
         "node": (
             "node_cpu_seconds_total",
             {"instance": "10.0.0.1:9100", "cpu": "0", "mode": "idle"},
+        ),
+        "other_node": (
+            "node_cpu_seconds_total",
+            {"instance": "10.0.0.2:9100", "cpu": "0", "mode": "idle"},
         ),
         "hpa": (
             "kube_horizontalpodautoscaler_status_desired_replicas",
@@ -124,9 +135,7 @@ def test_a_capture_keeps_the_subjects_series_and_its_pods_and_hosts(tmp_path: Pa
     assert path is not None
     kept = {(s.name, s.labels) for s in load_trace(path)}
     want = {k for k, (n, lab) in series.items() if (n, make_labels(lab)) in kept}
-    assert want == {"own", "pod_cpu", "gpu_mapped", "node", "hpa"}
-    for n, lab in series.values():
-        assert relevant(n, make_labels(lab), SUBJECT) == ((n, make_labels(lab)) in kept)
+    assert want == {"own", "pod_cpu", "gpu_mapped", "placement", "node", "hpa"}
 
 
 def test_counters_are_written_as_scraped_and_replay_to_the_same_resets_and_increases(

@@ -180,21 +180,47 @@ def _pods_of(store: SeriesStore, subject: Subject) -> list[str]:
     return list(pods)
 
 
+def _nodes_of(store: SeriesStore, subject: Subject, pods: list[str]) -> frozenset[str]:
+    """Return the node names and host addresses kube-state-metrics places the pods on."""
+    by_pod = store.index("kube_pod_info").by_pod
+    names: set[str] = set()
+    for pod in pods:
+        for ns, s in by_pod.get(pod, ()):
+            if ns in ("", subject.namespace) or not subject.namespace:
+                names.update((label(s.labels, "node"), label(s.labels, "host_ip")))
+    return frozenset(names - {""})
+
+
+def _on_nodes(labels: Labels, nodes: frozenset[str]) -> bool:
+    """Return whether a node-exporter series is one of ``nodes``' (by name or host)."""
+    return label(labels, "node") in nodes or label(labels, "instance").rsplit(":", 1)[0] in nodes
+
+
 def _relevant_series(store: SeriesStore, subject: Subject) -> list[Series]:
     """Return the store's series relevant to a subject, found through its family indexes.
 
     Pod-level families are read from the subject's pods' buckets only, so the cost does
-    not grow with the fleet; workload and host families are read whole (they are small:
-    a series per deployment, node or GPU).
+    not grow with the fleet; workload and host families are read whole (a series per
+    deployment or GPU). node-exporter's series are kept for the nodes the subject's pods
+    run on, as the engine joins them (by kube_pod_info's node and host IP); a fleet's
+    every node and CPU would be most of the capture (50 nodes: 3,200 of 3,300 series).
+    Without a placement they are all kept, as the engine reads them when one node is in
+    view.
     """
     pods = _pods_of(store, subject)
+    nodes = _nodes_of(store, subject, pods)
     out: list[Series] = []
     for name in _family_names(store):
         by_pod = store.index(name).by_pod
         wide = name.startswith(_WIDE_PREFIXES)
         buckets = list(by_pod.values()) if wide else [by_pod[p] for p in pods if p in by_pod]
+        placed = bool(nodes) and name.startswith("node_")
         for bucket in buckets:
-            out.extend(s for _, s in bucket if relevant(name, s.labels, subject))
+            out.extend(
+                s
+                for _, s in bucket
+                if relevant(name, s.labels, subject) and (not placed or _on_nodes(s.labels, nodes))
+            )
     return out
 
 
