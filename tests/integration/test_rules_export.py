@@ -103,14 +103,14 @@ class Case:
         return self.onset_s + DEADLINE_S + self.interval_s
 
 
-def load_case(name: str, variant: str = "native") -> Case:
+def load_case(name: str, variant: str = "native", directory: Path = TRACES) -> Case:
     """Read a trace and its labels; a variant resamples or strips it as detection_eval does."""
-    label = json.loads((TRACES / f"{name}.labels.json").read_text())
+    label = json.loads((directory / f"{name}.labels.json").read_text())
     interval = {"10s": 10.0, "15s": 15.0, "30s": 30.0}.get(
         variant, float(label["scrape_interval_s"])
     )
     interval = max(interval, float(label["scrape_interval_s"]))
-    samples = VARIANTS[variant](list(load_trace(TRACES / f"{name}.om.gz")))
+    samples = VARIANTS[variant](list(load_trace(directory / f"{name}.om.gz")))
     return Case(name, label, interval, input_series(samples, interval, names=CONSUMED_METRICS))
 
 
@@ -321,6 +321,20 @@ def test_a_threshold_override_changes_what_fires(tmp_path: Path) -> None:
     )
     [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
     assert run.code == 0, run.output
+
+
+def test_a_new_version_slower_throughout_is_not_a_cold_start(tmp_path: Path) -> None:
+    """The rules hold cold_start where the engine does: heavier code, not a warm-up.
+
+    Version 2 of ``cpu_bottleneck_deploy_h`` is 48x slower than version 1 from its first
+    execution and its compute summary shows its executions alike (p99/p50 2.3): the engine
+    stays silent, and the exported rules must not name cold_start either.
+    """
+    held_out_2 = TRACES.parent / "traces_v2" / "held_out_2"
+    case = load_case("cpu_bottleneck_deploy_h", directory=held_out_2)
+    [test] = write_cases(tmp_path, [case], lambda _: None)
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    assert "cold_start" not in fired(run.output), run.output[-2000:]
 
 
 # ---- measuring, for docs/detection.md -----------------------------------------------------

@@ -1156,7 +1156,9 @@ class _Builder:
             # Requests wait behind slower executions (reloads, contention), not a timer.
             f"unless on ({BY}) ({_ratio('compute_per_exec_us')} >= {num(t.compute_inflation)}) "
             # Queueing in bursts (reloads, spikes) is not a batcher's steady wait.
-            f"unless on ({BY}) ({steady} < {num(t.batching_steady)})"
+            f"unless on ({BY}) ({steady} < {num(t.batching_steady)}) "
+            # Cold-like executions in the compute summary's tail: a reload's queue.
+            f"unless on ({BY}) ({f('compute_tail')} >= {num(t.cold_tail_ratio)})"
         )
         score = score_of(
             0.45,
@@ -1241,9 +1243,17 @@ class _Builder:
         n_early = f"sum_over_time({PREFIX}:early_requests[{cold_age}])"
         early_queue = _per(q_early, n_early)
         usual = zero_if_absent(_base("mean_queue_us"))
+        # Slower than the reference but alike from the first execution to the latest, with
+        # no cold executions in the compute summary: heavier code, not a warm-up (the engine's
+        # cold_start holds then); without the summary there is no such veto.
+        heavier = (
+            f"({peak} / clamp_min({latest}, 1) < {num(t.cold_compute_ratio)}) and on ({BY}) "
+            f"(max_over_time({series('compute_tail')}:early[{cold_age}]) < {num(t.cold_tail_ratio)})"
+        )
         gate = (
             f"{PREFIX}:born_at and on ({BY}) ({slow_first}) "
-            f"and on ({BY}) ({early_queue} >= {usual} + {num(t.cold_queue_execs)} * {warm})"
+            f"and on ({BY}) ({early_queue} >= {usual} + {num(t.cold_queue_execs)} * {warm}) "
+            f"unless on ({BY}) ({heavier})"
         )
         return gate, "0.7"
 
