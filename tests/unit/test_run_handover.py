@@ -104,6 +104,25 @@ def test_runs_that_changed_nothing_are_named_beside_the_rows() -> None:
     assert "covered" not in json.loads(encode_runs([run(NOW - 10)], NOW))
 
 
+def test_the_hours_changes_survive_a_fleet_groups_covered_runs() -> None:
+    """Past MAX_RUNS, runs that changed something are kept before covered ones.
+
+    An hour's budget of changes, then a large fleet group's covered runs (which use no
+    budget, so nothing limits how many there are): the next leader still sees every change,
+    so it cannot make the hour's changes again.
+    """
+    changes = [run(NOW - 3000 + i) for i in range(20)]
+    covered = [
+        dataclasses.replace(run(NOW - 1800 + i), covered_by="inc-raise")
+        for i in range(MAX_RUNS + 30)
+    ]
+    back = decode_runs(encode_runs([*changes, *covered], NOW))
+    assert len(back) == MAX_RUNS
+    assert [r for r in back if not r.covered_by] == changes
+    assert [r.at for r in back] == sorted(r.at for r in back)
+    assert min(r.at for r in back if r.covered_by) == NOW - 1800 + 30 + 20
+
+
 @pytest.mark.parametrize(
     "covered",
     [{}, [[3, "inc-raise"]], [[0, ""]], [["0", "inc-raise"]], [[0]]],

@@ -43,11 +43,18 @@ def encode_runs(runs: Sequence[RunRecord], now: float) -> str:
 
     Runs that changed nothing (``RunRecord.covered_by``) are named beside the rows, under
     ``covered`` as [index, incident] pairs, so a replica that predates it still reads the
-    rows and counts those runs as changes, which errs on the safe side.
+    rows and counts those runs as changes, which errs on the safe side. Past ``MAX_RUNS``,
+    runs that changed something go first: covered runs use no budget, so a large fleet group
+    can log hundreds in an hour, and were they to push the hour's changes out, the next
+    leader would make that many changes again within the same hour.
     """
-    recent = sorted(
+    eligible = sorted(
         (r for r in runs if not r.dry_run and now - WINDOW_S <= r.at <= now), key=lambda r: r.at
-    )[-MAX_RUNS:]
+    )
+    changed = [r for r in eligible if not r.covered_by][-MAX_RUNS:]
+    room = MAX_RUNS - len(changed)
+    covered_runs = [r for r in eligible if r.covered_by][-room:] if room > 0 else []
+    recent = sorted([*changed, *covered_runs], key=lambda r: r.at)
     rows = [[r.playbook, r.subject_key, r.model_key, round(r.at, 3), int(r.reload)] for r in recent]
     doc: dict[str, Any] = {"v": FORMAT_VERSION, "runs": rows}
     covered = [[i, r.covered_by] for i, r in enumerate(recent) if r.covered_by]
