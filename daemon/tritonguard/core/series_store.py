@@ -499,6 +499,10 @@ class SeriesStore:
         """All series of one metric family."""
         return iter(self._by_name.get(name, {}).values())
 
+    def names(self) -> list[str]:
+        """Return every family the store holds a series of."""
+        return list(self._by_name)
+
     def index(self, name: str) -> FamilyIndex:
         """Return one family's series by subject and by pod (built at the first call)."""
         index = self._indexes.get(name)

@@ -161,14 +161,6 @@ class _Capture:
         return out
 
 
-def _family_names(store: SeriesStore) -> list[str]:
-    """Return the families the store holds.
-
-    The store offers no public list of them yet; its map by family is read directly.
-    """
-    return list(store._by_name)  # the store's only map of its series, keyed by family
-
-
 def _pods_of(store: SeriesStore, subject: Subject) -> list[str]:
     """Return the pods whose series a subject's capture follows: its own, or its model's."""
     if subject.pod:
@@ -210,7 +202,7 @@ def _relevant_series(store: SeriesStore, subject: Subject) -> list[Series]:
     pods = _pods_of(store, subject)
     nodes = _nodes_of(store, subject, pods)
     out: list[Series] = []
-    for name in _family_names(store):
+    for name in store.names():
         by_pod = store.index(name).by_pod
         wide = name.startswith(_WIDE_PREFIXES)
         buckets = list(by_pod.values()) if wide else [by_pod[p] for p in pods if p in by_pod]

@@ -185,7 +185,7 @@ class SelfMetrics:
         self.shed = Counter(
             "tritonguard_memory_shed_total",
             "What the memory budget turned away: new series not stored, old points dropped, "
-            "subjects whose baseline history was dropped, flight-recorder samples let go.",
+            "subjects whose baseline history was dropped, flight-recorder points let go.",
             ["what"],
             registry=registry,
         )
