@@ -189,6 +189,11 @@ class DaemonApp:
             on_crash=lambda name, _: self.metrics.task_restarts.labels(name).inc()
         )
         self.sources: list[Source] = list(sources) if sources is not None else self._sources()
+        for given in self.sources:
+            if isinstance(given, ScrapeSource) and given.store is None:
+                # A scrape source the daemon polls feeds its engine: read straight into the
+                # store rather than through samples (docs/ingest.md).
+                given.use_store(self.engine.store)
         self.http: HttpServer | None = None
         self._playbooks = playbooks
         self._on_events = on_events
@@ -371,6 +376,7 @@ class DaemonApp:
                     interval_s=s.scrape_interval_s,
                     keep=is_consumed,
                     shard_filter=self._filter_of(ScrapeSource.name),
+                    store=self.engine.store,
                 )
             )
         if s.prometheus_url:
@@ -395,7 +401,10 @@ class DaemonApp:
             self.shard_metrics.observe_pods(source.name, *series_filter.take_counts())
         if result.samples:
             self.engine.ingest(result.samples, now)
-            self.metrics.samples_ingested.labels(source.name).inc(len(result.samples))
+        if result.ingested:
+            # Samples a source stored itself (result.stored) count too; the playbook stage
+            # sees only those handed on as samples.
+            self.metrics.samples_ingested.labels(source.name).inc(result.ingested)
             if self._playbooks is not None:
                 self._playbooks.observe(result.samples, now)
         self.metrics.observe_statuses(result.statuses)
@@ -412,7 +421,29 @@ class DaemonApp:
                     error=_shown(status.error),
                 )
         self._note_models(result)
+        if result.stored:
+            self._note_stored_models()
         return result
+
+    def _note_stored_models(self) -> None:
+        """Learn the models of targets read straight into the store, from the store itself.
+
+        Those scrapes bring no samples to look at; every served model has a request counter.
+        """
+        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        if not by_identity:
+            return
+        new = False
+        for ns, pod, model in self.engine.store.index("nv_inference_request_success").by_subject:
+            target = by_identity.get((ns, pod))
+            if target is None or not model:
+                continue
+            models = self._models.setdefault(target.name, set())
+            if model not in models:
+                models.add(model)
+                new = True
+        if new:
+            self._want_configs()
 
     def evaluate(self) -> list[IncidentEvent]:
         """Evaluate the engine now; count and log the transitions."""

@@ -1,4 +1,4 @@
-"""Direct scrape source: Triton `/metrics` endpoints to samples labelled like Prometheus would."""
+"""Direct scrape source: Triton `/metrics` endpoints read into the store, labelled as Prometheus would."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from tritonguard.clients.metrics_scraper import MetricsScraper, ScrapeResult, ScrapeTarget
 from tritonguard.core.exposition import ExpositionError, parse_exposition
 from tritonguard.core.samples import Labels, Sample
+from tritonguard.core.scrape_ingest import TargetIngest
+from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.shards import SeriesFilter
 from tritonguard.core.urls import BasicCredentials
 from tritonguard.settings import TargetSettings
@@ -79,6 +81,25 @@ class _Planned:
     labels: Labels
 
 
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """A target's fused reader, with what it was built for (a change builds a new one)."""
+
+    labels: Labels
+    honor_labels: bool
+    url: str
+    ingest: TargetIngest
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One target's part of a poll: samples to hand on, samples already stored, its status."""
+
+    samples: list[Sample]
+    stored: int
+    status: SourceStatus
+
+
 def _plan(targets: Sequence[TargetSettings], extra: Mapping[str, Labels]) -> tuple[_Planned, ...]:
     names = [t.name for t in targets]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -96,6 +117,13 @@ class ScrapeSource:
     missing data stays unknown and is never read as zero. The targets can be replaced between
     polls (discovery): a target no longer listed is not scraped again, so its series go stale
     the same way.
+
+    Given the engine's ``store``, a target's body is read straight into it by the target's
+    own ``TargetIngest`` (docs/ingest.md, "The fused scrape path"), without ``Sample``
+    objects: the poll then counts those samples in ``PollResult.stored`` instead of
+    returning them. A target every shard scrapes, split series by series by the shard
+    filter, still gives samples. Without a store (one-off diagnosis, tests) every target
+    gives samples.
     """
 
     name = "scrape"
@@ -109,6 +137,7 @@ class ScrapeSource:
         keep: Callable[[str], bool] | None = None,
         shard_filter: SeriesFilter | None = None,
         sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+        store: SeriesStore | None = None,
     ) -> None:
         self.interval_s = interval_s
         self._scraper = scraper
@@ -117,6 +146,21 @@ class ScrapeSource:
         self._shard_filter = shard_filter
         self._sample_limit = sample_limit
         self._planned = _plan(targets, {})
+        self._store = store
+        # One reader per target name: what it remembers (last lines, their series) is the
+        # target's own, because its labels are.
+        self._readers: dict[str, _Reader] = {}
+
+    @property
+    def store(self) -> SeriesStore | None:
+        """Return the store bodies are read into (None: the poll gives samples)."""
+        return self._store
+
+    def use_store(self, store: SeriesStore) -> None:
+        """Read bodies into ``store`` from the next poll on (the daemon's engine's)."""
+        if store is not self._store:
+            self._store = store
+            self._readers = {}
 
     @property
     def targets(self) -> list[TargetSettings]:
@@ -140,11 +184,73 @@ class ScrapeSource:
         results = await self._scraper.scrape_all([p.scrape for p in planned])
         samples: list[Sample] = []
         statuses: list[SourceStatus] = []
+        stored = 0
         for plan, result in zip(planned, results, strict=True):
-            converted, status = self.convert(plan.target, result, labels=plan.labels)
-            samples.extend(converted)
-            statuses.append(status)
-        return PollResult(samples=samples, statuses=statuses)
+            read = self._read(plan, result)
+            samples.extend(read.samples)
+            stored += read.stored
+            statuses.append(read.status)
+        self._forget_gone()
+        return PollResult(samples=samples, statuses=statuses, stored=stored)
+
+    def _read(self, plan: _Planned, result: ScrapeResult) -> _Read:
+        """Read one target's scrape: into the store where it can be, else as samples."""
+        target = plan.target
+        shard = self._shard_filter
+        # A pod's own target is given to one shard whole; one every shard scrapes is split
+        # series by series, which needs each sample's labels: those stay on samples.
+        whole = not target.honor_labels and bool(target.pod)
+        if self._store is None or (shard is not None and not whole):
+            converted, status = self.convert(target, result, labels=plan.labels)
+            return _Read(converted, 0, status)
+        body = self._body(target, result)
+        if isinstance(body, SourceStatus):
+            return _Read([], 0, body)
+        reader = self._reader(plan, self._store)
+        try:
+            read = reader.ingest(body, result.timestamp)
+        except ExpositionError as exc:
+            # The store is untouched: an unparsable scrape is dropped whole, as Prometheus does.
+            return _Read([], 0, self._status(target, result, error=f"bad exposition: {exc}"))
+        if shard is not None:
+            shard.note_owned(target.namespace, target.pod)
+        return _Read([], read.stored, self._status(target, result, samples=read.stored))
+
+    def _reader(self, plan: _Planned, store: SeriesStore) -> TargetIngest:
+        """Return the target's reader, built anew when its labels or URL changed."""
+        target = plan.target
+        reader = self._readers.get(target.name)
+        if (
+            reader is None
+            or reader.labels != plan.labels
+            or reader.honor_labels != target.honor_labels
+            or reader.url != target.metrics_url
+        ):
+            ingest = TargetIngest(
+                store,
+                extra_labels=plan.labels,
+                honor_labels=target.honor_labels,
+                keep=self._keep,
+                source=target.metrics_url,
+                max_samples=self._sample_limit,
+            )
+            reader = _Reader(plan.labels, target.honor_labels, target.metrics_url, ingest)
+            self._readers[target.name] = reader
+        return reader.ingest
+
+    def _forget_gone(self) -> None:
+        """Drop the readers of targets no longer listed (their memory goes with them)."""
+        listed = {p.target.name for p in self._planned}
+        for name in [n for n in self._readers if n not in listed]:
+            del self._readers[name]
+
+    def _body(self, target: TargetSettings, result: ScrapeResult) -> str | SourceStatus:
+        """Return the body to read, or the error status of a scrape that has none whole."""
+        if not result.ok or result.text is None:
+            return self._status(target, result, error=result.error or "no body")
+        if not ends_whole(result.text):
+            return self._status(target, result, error=CUT_MID_LINE)
+        return result.text
 
     def convert(
         self, target: TargetSettings, result: ScrapeResult, *, labels: Labels | None = None
@@ -153,13 +259,12 @@ class ScrapeSource:
 
         ``labels`` are the labels to attach (default: the target's own, :func:`target_labels`).
         """
-        if not result.ok or result.text is None:
-            return [], self._status(target, result, error=result.error or "no body")
-        if not ends_whole(result.text):
-            return [], self._status(target, result, error=CUT_MID_LINE)
+        body = self._body(target, result)
+        if isinstance(body, SourceStatus):
+            return [], body
         try:
             exposition = parse_exposition(
-                result.text,
+                body,
                 source=target.metrics_url,
                 default_timestamp=result.timestamp,
                 max_samples=self._sample_limit,

@@ -23,10 +23,21 @@ class SourceStatus:
 
 @dataclass(frozen=True, slots=True)
 class PollResult:
-    """Samples from one poll; a failed target contributes no samples, only an error status."""
+    """Samples from one poll; a failed target contributes no samples, only an error status.
+
+    ``stored`` counts samples the source already read into the engine's store itself (the
+    scrape source's fused path): they are not in ``samples``, and are not to be ingested
+    again.
+    """
 
     samples: list[Sample] = field(default_factory=list)
     statuses: list[SourceStatus] = field(default_factory=list)
+    stored: int = 0
+
+    @property
+    def ingested(self) -> int:
+        """Return how many samples this poll brought in, handed on or stored already."""
+        return len(self.samples) + self.stored
 
     @property
     def ok(self) -> bool:
