@@ -86,13 +86,10 @@ async def test_two_tritons_found_as_pods_scraped_reached_and_churn_followed(
                 ),
                 20.0,
             )
-            source = app.scrape_source
-            assert source is not None
-            result = await source.poll()
+            # The daemon's scrapes go straight into its store, labelled as samples would be.
             by_pod = {
                 label(s.labels, "pod"): dict(s.labels)
-                for s in result.samples
-                if s.name == "nv_inference_count"
+                for s in app.engine.store.family("nv_inference_count")
             }
             assert (
                 by_pod["triton-a-5f7c9-xk2p1"]
