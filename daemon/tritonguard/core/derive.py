@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
-from tritonguard.core.births import birth_of, compute_tail, early_span
+from tritonguard.core.births import birth_of, early_span
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import Subject
 from tritonguard.core.model_config import ModelConfig
@@ -128,12 +128,6 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
     fast = _fast_context(reader, key, ctx, per_scrape, (per_scrape_queue, pooled_queue), t)
-    if symptom.sustained or fast is not None:
-        # Only a reading cause asks (batching_delay's reload veto): a summary read per slow
-        # subject, not per subject.
-        ctx.compute_tail = _compute_tail_now(reader, key, now, f.interval_s)
-        if fast is not None:
-            fast.compute_tail = ctx.compute_tail
     if (symptom.sustained or fast is not None) and base is not None:
         # Only while a cause is read (on the full window or the fast path), so it costs one
         # more window's features per slow subject. The shift that matters to the causes
@@ -290,16 +284,6 @@ def shift_start(points: list[tuple[float, float]], limit: float | None, quiet: i
         if normal >= quiet:
             break
     return began
-
-
-def _compute_tail_now(
-    reader: FeatureReader, key: SubjectKey, now: float, interval: float
-) -> float | None:
-    """Return per-request compute p99 / p50 at the newest scrape, or None without summaries."""
-    tail = compute_tail(
-        reader.series("nv_inference_compute_infer_summary_us", key), now - 1.5 * interval, now
-    )
-    return None if tail is None else tail[0] / tail[1]
 
 
 def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points it came from

@@ -1156,9 +1156,7 @@ class _Builder:
             # Requests wait behind slower executions (reloads, contention), not a timer.
             f"unless on ({BY}) ({_ratio('compute_per_exec_us')} >= {num(t.compute_inflation)}) "
             # Queueing in bursts (reloads, spikes) is not a batcher's steady wait.
-            f"unless on ({BY}) ({steady} < {num(t.batching_steady)}) "
-            # Cold-like executions in the compute summary's tail: a reload's queue.
-            f"unless on ({BY}) ({f('compute_tail')} >= {num(t.cold_tail_ratio)})"
+            f"unless on ({BY}) ({steady} < {num(t.batching_steady)})"
         )
         score = score_of(
             0.45,

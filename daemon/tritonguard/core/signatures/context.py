@@ -43,9 +43,6 @@ class Context:
     reload_events: list[tuple[float, str]] = field(default_factory=list)
     # Each scrape's own mean queue time within the window, oldest first.
     scrape_queue: list[float] = field(default_factory=list)
-    # Per-request compute p99 over p50 (summaries) now: cold-like executions in the last
-    # minute stand out there even when a coarse scrape dilutes them in the mean.
-    compute_tail: float | None = None
     # When the subject's model config or pod template last changed, if that may have been
     # within the baseline's lookback (config_changes.py): the workload is not the one the
     # baseline describes.
