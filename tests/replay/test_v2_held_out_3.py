@@ -7,7 +7,10 @@ directory nobody tuning the engine read, and replayed once, after the engine was
 2026-12-02. What the engine gets wrong on them is declared below as measured, with the
 reading. Any other outcome fails: a change that turns a right verdict wrong, opens before
 the onset or raises a false alarm is caught, and one that mends a declared case shows up,
-must update the declaration, and makes the trace a tuning trace.
+must update the declaration, and makes the trace a tuning trace. One change came after the
+replay, for a live failure, not for this part: batching_delay's compute-tail veto was
+removed, which made ``batching_delay_h3`` right at 30 s scrapes (it was late, +90 s) and
+30 s earlier at 10 s.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ MEASURED: dict[tuple[str, str], tuple[str, str]] = {
         ("batching_delay_h3", v): ("wrong", _DEPLOY_READ_AS_RELOAD)
         for v in ("native", "triton-only", "no-summaries")
     },
-    ("batching_delay_h3", "30s"): ("late", "late: +90 s at 30 s scrapes"),
     ("memory_copy_h3", "30s"): ("late", "late: +210 s at 30 s scrapes"),
     ("memory_copy_h3", "triton-only"): (
         "silent",
