@@ -6,13 +6,16 @@ import time
 
 
 class BatchingTriton:
-    """A Triton exposition for one model whose requests wait ~90 ms in the batcher at 20 req/s.
+    """A Triton exposition for one model whose requests wait ~90 ms in the batcher at 60 req/s.
 
     Counters advance with wall time, as a live server's would; ``healthy`` makes the queue
-    wait vanish (the fix applied) so the incident resolves.
+    wait vanish (the fix applied) so the incident resolves. 60 req/s puts 15 requests in each
+    0.25 s scrape the daemon tests use, so every scrape is a point of the per-scrape checks
+    on its own (``steady_min_requests``): at 20 req/s their 1.5 s windows held one or two
+    pooled points, depending on the scrapes' jitter, and steadiness was unknown half the time.
     """
 
-    def __init__(self, rate: float = 20.0) -> None:
+    def __init__(self, rate: float = 60.0) -> None:
         self.rate = rate
         self.start = time.monotonic()
         self.healthy = False
