@@ -65,7 +65,7 @@ class PlaybookHooks(Protocol):
     """What the daemon needs from its playbook stage (``playbook_service.PlaybookService``)."""
 
     def observe(self, samples: list[Sample], now: float) -> None:
-        """See every ingested sample (the flight recorder keeps the recent ones)."""
+        """Be told after each poll fed the store; ``samples`` may be empty, as scrapes go there."""
         ...
 
     def after_evaluation(self, events: list[IncidentEvent], now: float) -> None:
