@@ -1,8 +1,4 @@
-"""Two live lab runs shared by the end-to-end tests: faults and a control, watched two ways.
-
-Each run is a session fixture, so the tests reading it form one xdist group (tests/conftest.py)
-and the run happens once, on one worker; the two runs can go side by side on the two workers.
-"""
+"""One live lab run shared by the end-to-end tests: faults and a control, watched two ways."""
 
 from __future__ import annotations
 
@@ -25,11 +21,6 @@ CONTROL = "healthy_steady"
 BASELINE_S = 60.0  # the engine needs about 50 s of healthy history for a baseline
 FAULT_S = 60.0  # detection must come within 60 s of onset
 MAX_DELAY_S = 60.0
-# The second run, read through Prometheus (the production path), beside the first on the other
-# worker: causes that load no CPU of their own. cpu_bottleneck and node_contention saturate
-# the node by design, which would load the other worker's tests too; memory_copy's 12 MB
-# inputs (generated and sent by this process) were not diagnosed within 60 s beside them.
-MORE_FAULTS = ("too_many_instances", "model_reload")
 
 
 def _scenarios() -> list[Scenario]:
@@ -40,8 +31,9 @@ def _scenarios() -> list[Scenario]:
     return [*faults, control]
 
 
-def _run(scenarios: list[Scenario], ways: tuple[str, ...]) -> dict[str, Outcome]:
-    """Run ``scenarios`` at once on live Tritons, watched ``ways``; outcomes by scenario name."""
+@pytest.fixture(scope="session")
+def live_outcomes() -> dict[str, Outcome]:
+    """Run the faults and the control once, watched by a scraping and a Prometheus-reading daemon."""
     try:
         pytriton_root()
     except TritonServerError as exc:
@@ -49,20 +41,7 @@ def _run(scenarios: list[Scenario], ways: tuple[str, ...]) -> dict[str, Outcome]
     if shutil.which("prometheus") is None:
         pytest.fail("prometheus is not installed; run `make system-deps`")
     with sigterm_as_interrupt():
-        outcomes = asyncio.run(run_live(scenarios, ways=ways))
+        outcomes = asyncio.run(run_live(_scenarios(), ways=("scrape", "prometheus")))
     for o in outcomes:  # shown with -s: what each daemon concluded, for the CI log
         print(json.dumps(o.as_dict(), default=str))
     return {o.name: o for o in outcomes}
-
-
-@pytest.fixture(scope="session")
-def live_outcomes() -> dict[str, Outcome]:
-    """Run the faults and the control once, watched by a scraping and a Prometheus-reading daemon."""
-    return _run(_scenarios(), ("scrape", "prometheus"))
-
-
-@pytest.fixture(scope="session")
-def more_outcomes() -> dict[str, Outcome]:
-    """Run the second set of faults once, watched by a daemon reading a real Prometheus."""
-    faults = [retimed(SCENARIOS[name], BASELINE_S, FAULT_S) for name in MORE_FAULTS]
-    return _run(faults, ("prometheus",))
