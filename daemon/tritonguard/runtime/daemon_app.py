@@ -209,6 +209,8 @@ class DaemonApp:
         self._tritons: dict[str, TritonClient] = {}
         self._config_fetcher = config_fetcher or self._fetch_config_from_triton
         self._models: dict[str, set[str]] = {}
+        # The store's (series count, drop generation) at its last scan for served models.
+        self._stored_shape: tuple[int, int] | None = None
         self._configs_known: set[tuple[str, str]] = set()
         self._config_wanted = asyncio.Event()
         # Set by a source poll that brought samples: the evaluator runs on it.
@@ -338,6 +340,9 @@ class DaemonApp:
             labels[pod.name] = pod.labels()
         before = {t.name for t in self._discovered}
         self._discovered = targets
+        # Other targets (or a target's models forgotten below) make series already stored
+        # name models anew: the next stored poll scans the store again.
+        self._stored_shape = None
         source = self.scrape_source
         if source is not None and self.settings.discovery.scrape:
             source.replace_targets([*self.static_targets, *targets], labels)
@@ -430,18 +435,19 @@ class DaemonApp:
 
         Those scrapes bring no samples to look at; every served model has a request counter.
         """
+        store = self.engine.store
+        # Only a series that came or went (or targets that changed, see _use_discovered) can
+        # name a model the last scan did not note: a steady fleet's polls skip the scan.
+        shape = (len(store), store.generation)
+        if shape == self._stored_shape:
+            return
         by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
         if not by_identity:
             return
+        self._stored_shape = shape
         new = False
-        for ns, pod, model in self.engine.store.index("nv_inference_request_success").by_subject:
-            target = by_identity.get((ns, pod))
-            if target is None or not model:
-                continue
-            models = self._models.setdefault(target.name, set())
-            if model not in models:
-                models.add(model)
-                new = True
+        for ns, pod, model in store.index("nv_inference_request_success").by_subject:
+            new |= self._note_model(by_identity.get((ns, pod)), model)
         if new:
             self._want_configs()
 
@@ -597,18 +603,21 @@ class DaemonApp:
             return
         new = False
         for sample in result.samples:
-            if not sample.name.startswith("nv_inference_"):
-                continue
-            target = by_identity.get(target_of(sample.labels))
-            model = label(sample.labels, "model")
-            if target is None or not model:
-                continue
-            models = self._models.setdefault(target.name, set())
-            if model not in models:
-                models.add(model)
-                new = True
+            if sample.name.startswith("nv_inference_"):
+                target = by_identity.get(target_of(sample.labels))
+                new |= self._note_model(target, label(sample.labels, "model"))
         if new:
             self._want_configs()
+
+    def _note_model(self, target: TargetSettings | None, model: str) -> bool:
+        """Note that ``target`` serves ``model``; return whether that was not known yet."""
+        if target is None or not model:
+            return False
+        models = self._models.setdefault(target.name, set())
+        if model in models:
+            return False
+        models.add(model)
+        return True
 
     def _want_configs(self) -> None:
         self._config_wanted.set()
