@@ -14,14 +14,13 @@ and must update the declaration.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from benchmarks.detection_eval import score, traces
-
-HELD_OUT_2 = Path(__file__).parent.parent / "fixtures" / "traces_v2" / "held_out_2"
-VARIANTS = ("native", "10s", "30s", "triton-only", "no-summaries")
+from tests.replay.held_out import (
+    VARIANTS,
+    Measured,
+    assert_declarations_name_cases,
+    cases,
+    measured_verdicts,
+)
 
 _NEW_VERSION = (
     "wrong: the deploy's new version (heavier Python preprocessing, same traffic) is slower "
@@ -38,7 +37,7 @@ _HEAVIER = (
 _NOT_ANALYSED = "silent in every variant; not analysed, the part being held out"
 
 # The measured outcome of every case that is not right, with its reading.
-MEASURED: dict[tuple[str, str], tuple[str, str]] = {
+MEASURED: Measured = {
     # A 4-worker neighbour at nice -6, 25 s scrapes, no summaries or exporters.
     **{("node_contention_tiny_h", v): ("silent", _NOT_ANALYSED) for v in VARIANTS},
     **{("cpu_bottleneck_deploy_h", v): ("silent", _HEAVIER) for v in VARIANTS},
@@ -57,7 +56,7 @@ MEASURED: dict[tuple[str, str], tuple[str, str]] = {
         "late: +100 s at 30 s scrapes",
     ),
 }
-CASES = [(name, d, variant) for name, d in traces([HELD_OUT_2]) for variant in VARIANTS]
+CASES = cases("held_out_2")
 
 
 def test_the_part_holds_every_cause_and_five_healthy_controls() -> None:
@@ -65,14 +64,7 @@ def test_the_part_holds_every_cause_and_five_healthy_controls() -> None:
     names = {name for name, _, _ in CASES}
     assert len(names) == 14
     assert sum(name.startswith("healthy_") for name in names) == 5
-    assert set(MEASURED) <= {(name, variant) for name, _, variant in CASES}
+    assert_declarations_name_cases(MEASURED, CASES)
 
 
-@pytest.mark.parametrize(
-    ("name", "directory", "variant"), CASES, ids=[f"{n}-{v}" for n, _, v in CASES]
-)
-def test_each_case_gives_its_measured_verdict(name: str, directory: Path, variant: str) -> None:
-    """Right, or exactly the measured outcome declared above; healthy controls open nothing."""
-    result = score(name, directory, variant)
-    expected, why = MEASURED.get((name, variant), ("right", "right"))
-    assert result.verdict == expected, f"{result.line()} (measured: {why})"
+test_each_case_gives_its_measured_verdict = measured_verdicts(CASES, MEASURED)

@@ -15,14 +15,7 @@ removed, which made ``batching_delay_h3`` right at 30 s scrapes (it was late, +9
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from benchmarks.detection_eval import score, traces
-
-HELD_OUT_3 = Path(__file__).parent.parent / "fixtures" / "traces_v2" / "held_out_3"
-VARIANTS = ("native", "10s", "30s", "triton-only", "no-summaries")
+from tests.replay.held_out import Measured, assert_declarations_name_cases, cases, measured_verdicts
 
 _DEPLOY_READ_AS_RELOAD = (
     "wrong: the deploy that raises max_queue_delay 500 us -> 60 ms reloads the model, and "
@@ -31,7 +24,7 @@ _DEPLOY_READ_AS_RELOAD = (
 )
 
 # The measured outcome of every case that is not right, with its reading.
-MEASURED: dict[tuple[str, str], tuple[str, str]] = {
+MEASURED: Measured = {
     **{
         ("batching_delay_h3", v): ("wrong", _DEPLOY_READ_AS_RELOAD)
         for v in ("native", "triton-only", "no-summaries")
@@ -42,7 +35,7 @@ MEASURED: dict[tuple[str, str], tuple[str, str]] = {
         "silent with Triton's series only (no summaries in this recording either)",
     ),
 }
-CASES = [(name, d, variant) for name, d in traces([HELD_OUT_3]) for variant in VARIANTS]
+CASES = cases("held_out_3")
 
 
 def test_the_part_holds_its_six_recordings() -> None:
@@ -50,14 +43,7 @@ def test_the_part_holds_its_six_recordings() -> None:
     names = {name for name, _, _ in CASES}
     assert len(names) == 6
     assert "retry_storm_h3" not in names
-    assert set(MEASURED) <= {(name, variant) for name, _, variant in CASES}
+    assert_declarations_name_cases(MEASURED, CASES)
 
 
-@pytest.mark.parametrize(
-    ("name", "directory", "variant"), CASES, ids=[f"{n}-{v}" for n, _, v in CASES]
-)
-def test_each_case_gives_its_measured_verdict(name: str, directory: Path, variant: str) -> None:
-    """Right, or exactly the measured outcome declared above; the healthy control opens nothing."""
-    result = score(name, directory, variant)
-    expected, why = MEASURED.get((name, variant), ("right", "right"))
-    assert result.verdict == expected, f"{result.line()} (measured: {why})"
+test_each_case_gives_its_measured_verdict = measured_verdicts(CASES, MEASURED)
