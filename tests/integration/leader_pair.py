@@ -1,8 +1,9 @@
 """Two tritonguard replicas electing a leader on one Lease of the fake Kubernetes API, for tests.
 
-A replica comes in two builds. ``replica`` wires the parts (the real Kubernetes client, an
-elector, an in-memory audit store, a playbook stage) as ``build_service`` does, with clocks
-the test moves by hand, so lease expiry needs no sleeping. ``service_pair`` builds whole
+A replica comes in two builds. ``replica`` (``replica_pair`` for two on one playbook) wires
+the parts (the real Kubernetes client, an elector, an in-memory audit store, a playbook
+stage) as ``build_service`` does, with clocks the test moves by hand, so lease expiry needs
+no sleeping. ``service_pair`` builds whole
 services as ``tritonguard run`` does, each on its own audit file, with Slack's real clients
 against the fake Slack. Either way ``elect`` has the first take the Lease and the others
 find it held, which is where every test of a leader change starts.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -153,6 +154,29 @@ def replica(
         leader_elsewhere=elector.leader_elsewhere,
     )
     return Replica(name, kube, clock, store, elector, playbooks)
+
+
+@contextlib.contextmanager
+def replica_pair(
+    api: FakeKube,
+    slack: FakeSlack,
+    *,
+    playbook: str = SCALE,
+    held: asyncio.Event | None = None,
+    features_a: StaticFeatures | None = None,
+    features_b: StaticFeatures | None = None,
+) -> Iterator[tuple[Replica, Replica]]:
+    """Build replicas ``tritonguard-a`` and ``tritonguard-b`` on ``playbook``; close both after.
+
+    ``held`` holds a's verify waits until it is set; neither has stepped its elector yet.
+    """
+    with (
+        replica(
+            "tritonguard-a", api, slack, playbook=playbook, features=features_a, sleep=held
+        ) as a,
+        replica("tritonguard-b", api, slack, playbook=playbook, features=features_b) as b,
+    ):
+        yield a, b
 
 
 async def elect(leader: LeaderElector, *followers: LeaderElector) -> None:

@@ -26,6 +26,7 @@ from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
 from tritonguard.clients.slack_api import SlackNotifier
+from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import FleetGroups
 from tritonguard.core.guards import GuardSettings
@@ -208,6 +209,34 @@ def _replicas(kube: FakeKube, name: str = "triton") -> int:
     return kube.replicas("Deployment", "prod", name)
 
 
+def _b_failing(
+    db: Path, kube: FakeKube, slack: FakeSlack, books: str
+) -> tuple[_Fleet, IncidentEvent, IncidentEvent]:
+    """Return a daemon on ``books`` whose check of pod b fails, and pods a's and b's openings."""
+    fleet = _Fleet(db, kube, slack, books, _Saturation(frozenset({PODS[1]})))
+    first, second = (_opening(p) for p in PODS[:2])
+    return fleet, first, second
+
+
+async def _judge_when_due(fleet: _Fleet, slack: FakeSlack) -> dict[str, list[ActionRecord]]:
+    """Run the step at which a check stopped at 5005 s is due, its Slack threads attached."""
+    threads = attach(fleet.stage, slack, "#ml-oncall")
+    try:
+        fleet.now = 5070.0
+        return await fleet.stage.run_step([], 5070.0)
+    finally:
+        await threads.close()
+
+
+# b's failed check judged: the rollback's scale to 1 replica is skipped as covered by a's
+# raise, and the escalation still posts.
+SPARED = [
+    ("verify", "step", "failed", ""),
+    ("kubernetes.scale", "rollback", "skipped", "covered"),
+    ("slack.post", "escalate", "ran", ""),
+]
+
+
 async def test_a_raise_the_group_repeats_after_a_rollback_counts_toward_the_budget(
     tmp_path: Path, kube: FakeKube, fake_slack: FakeSlack
 ) -> None:
@@ -281,26 +310,17 @@ async def test_a_covered_runs_verdict_after_a_restart_leaves_the_raise_it_relied
     verification, which remembers that raise: the rollback's scale to 1 replica is skipped
     as covered, the escalation still posts, and the Deployment keeps 3 replicas under a.
     """
-    features = _Saturation(frozenset({PODS[1]}))
-    fleet = _Fleet(tmp_path / "audit.sqlite3", kube, fake_slack, SHRINKING, features)
-    first, second = (_opening(p) for p in PODS[:2])
+    fleet, first, second = _b_failing(tmp_path / "audit.sqlite3", kube, fake_slack, SHRINKING)
     assert (PODS[0], "verify", "ran") in await fleet.step([first, second], 5000.0)
     assert _replicas(kube) == 3
     await fleet.stop_mid_verify([], 5005.0)
     [pending] = fleet.stage.store.pending_verifications()
     assert pending.incident.incident_id == second.incident_id
     assert pending.leaning_on == first.incident_id
-    threads = attach(fleet.stage, fake_slack, "#ml-oncall")
-    fleet.now = 5070.0
-    records = [r for rs in (await fleet.stage.run_step([], 5070.0)).values() for r in rs]
-    assert [(r.action, r.phase, r.status, r.guard) for r in records] == [
-        ("verify", "step", "failed", ""),
-        ("kubernetes.scale", "rollback", "skipped", "covered"),
-        ("slack.post", "escalate", "ran", ""),
-    ]
+    records = [r for rs in (await _judge_when_due(fleet, fake_slack)).values() for r in rs]
+    assert [(r.action, r.phase, r.status, r.guard) for r in records] == SPARED
     assert first.incident_id in records[1].reason
     assert _replicas(kube) == 3
-    await threads.close()
 
 
 async def test_the_next_leader_judging_a_covered_runs_check_leaves_the_raise(
@@ -312,29 +332,20 @@ async def test_the_next_leader_judging_a_covered_runs_check_leaves_the_raise(
     on its own audit file, adopts both and judges b's check when due: the rollback's scale
     to 1 replica is skipped as covered.
     """
-    features = _Saturation(frozenset({PODS[1]}))
-    leader = _Fleet(tmp_path / "leader.sqlite3", kube, fake_slack, SHRINKING, features)
-    first, second = (_opening(p) for p in PODS[:2])
+    leader, first, second = _b_failing(tmp_path / "leader.sqlite3", kube, fake_slack, SHRINKING)
     await leader.step([first, second], 5000.0)
     await leader.stop_mid_verify([], 5005.0)
     runs = encode_runs(leader.stage.store.history(0.0), 5005.0)
     handed, _ = encode_verifications(leader.stage.store.handed_verifications())
-    follower = _Fleet(tmp_path / "follower.sqlite3", kube, fake_slack, SHRINKING, features)
+    follower = _Fleet(tmp_path / "follower.sqlite3", kube, fake_slack, SHRINKING, leader.features)
     follower.stage.store.adopt_runs(decode_runs(runs))
     assert follower.stage.store.adopt_verifications(decode_verifications(handed), "leader") == 1
     # b's run was stopped before it ended, so nothing says it changed nothing: it counts.
     assert follower.covered() == {}
     follower.observe([first, second])
-    threads = attach(follower.stage, fake_slack, "#ml-oncall")
-    follower.now = 5070.0
-    records = (await follower.stage.run_step([], 5070.0))[second.incident_id]
-    assert [(r.action, r.phase, r.status, r.guard) for r in records if r.action != "*"] == [
-        ("verify", "step", "failed", ""),
-        ("kubernetes.scale", "rollback", "skipped", "covered"),
-        ("slack.post", "escalate", "ran", ""),
-    ]
+    records = (await _judge_when_due(follower, fake_slack))[second.incident_id]
+    assert [(r.action, r.phase, r.status, r.guard) for r in records if r.action != "*"] == SPARED
     assert _replicas(kube) == 3
-    await threads.close()
 
 
 # A covered scale, then a step that waits for a human: what is approved after a restart
@@ -365,9 +376,9 @@ async def test_a_covered_run_approved_after_a_restart_spares_the_raise_on_failur
     approved step runs, its verify fails and the rollback's scale to 1 replica is skipped
     as covered: the Deployment keeps 3 replicas.
     """
-    features = _Saturation(frozenset({PODS[1]}))
-    fleet = _Fleet(tmp_path / "audit.sqlite3", kube, fake_slack, APPROVED_THEN_SHRINKING, features)
-    first, second = (_opening(p) for p in PODS[:2])
+    fleet, first, second = _b_failing(
+        tmp_path / "audit.sqlite3", kube, fake_slack, APPROVED_THEN_SHRINKING
+    )
     await fleet.step([first, second], 5000.0)
     assert (PODS[1], "kubernetes.scale", "skipped:covered") in await fleet.step([], 5005.0)
     assert _replicas(kube) == 3

@@ -22,7 +22,7 @@ from tests.integration.leader_pair import (
     elect,
     lease_api,
     opened,
-    replica,
+    replica_pair,
 )
 from tests.playbook_harness import StaticFeatures, handle
 from tests.slack_delivery import attach
@@ -40,10 +40,7 @@ async def api() -> AsyncIterator[FakeKube]:
 @pytest.fixture
 async def pair(api: FakeKube, fake_slack: FakeSlack) -> AsyncIterator[tuple[Replica, Replica]]:
     """Yield replicas a and b; a has taken the lease first."""
-    with (
-        replica("tritonguard-a", api, fake_slack) as a,
-        replica("tritonguard-b", api, fake_slack) as b,
-    ):
+    with replica_pair(api, fake_slack) as (a, b):
         await elect(a.elector, b.elector)
         yield a, b
 
@@ -172,12 +169,9 @@ async def test_the_next_leader_judges_a_verification_the_dead_leader_left(
     A verification the leader settles is dropped from the follower's store.
     """
     held = asyncio.Event()
-    with (
-        replica("tritonguard-a", api, fake_slack, playbook=VERIFIED, sleep=held) as a,
-        replica(
-            "tritonguard-b", api, fake_slack, playbook=VERIFIED, features=StaticFeatures(0.95)
-        ) as b,
-    ):
+    with replica_pair(
+        api, fake_slack, playbook=VERIFIED, held=held, features_b=StaticFeatures(0.95)
+    ) as (a, b):
         await elect(a.elector, b.elector)
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)
@@ -210,17 +204,9 @@ async def test_a_follower_drops_a_verification_the_leader_has_judged(
 ) -> None:
     """Once the leader's verdict is in, the next publication no longer lists it: b forgets it."""
     held = asyncio.Event()
-    with (
-        replica(
-            "tritonguard-a",
-            api,
-            fake_slack,
-            playbook=VERIFIED,
-            sleep=held,
-            features=StaticFeatures(0.4),
-        ) as a,
-        replica("tritonguard-b", api, fake_slack, playbook=VERIFIED) as b,
-    ):
+    with replica_pair(
+        api, fake_slack, playbook=VERIFIED, held=held, features_a=StaticFeatures(0.4)
+    ) as (a, b):
         assert await a.elector.step()
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, 2.0, poll_s=0.01)

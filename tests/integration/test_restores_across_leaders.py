@@ -10,6 +10,7 @@ the floor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -24,10 +25,11 @@ from tests.integration.leader_pair import (
     LEASE,
     NS,
     WALL,
+    Replica,
     elect,
     lease_api,
     opened,
-    replica,
+    replica_pair,
     service_pair,
 )
 from tests.integration.test_playbooks_kube_slack import seed_incident_pod
@@ -43,6 +45,7 @@ from tests.integration.test_slack_approvals import (
     wait_for,
 )
 from tests.playbook_harness import StaticFeatures, resolved
+from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.run_handover import VERIFICATIONS_ANNOTATION
 from tritonguard.core.slack_message import APPROVE_ACTION
 
@@ -78,6 +81,29 @@ def floor(api: FakeKube) -> int:
     return int(so["spec"]["minReplicaCount"])
 
 
+@contextlib.asynccontextmanager
+async def published_raise(
+    api: FakeKube, slack: FakeSlack, held: asyncio.Event
+) -> AsyncIterator[tuple[Replica, Replica, IncidentEvent]]:
+    """Yield a, b and a's incident: a leads, raised the floor and published its held verify.
+
+    a's own data says the fix helped; b holds the published copy, its undo flagged to
+    restore on resolve.
+    """
+    with replica_pair(
+        api, slack, playbook=KEDA_SCALE, held=held, features_a=StaticFeatures(0.4)
+    ) as (a, b):
+        assert await a.elector.step()
+        theirs = opened()
+        a.playbooks.step([theirs], WALL)
+        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
+        assert await a.elector.step()
+        assert not await b.elector.step()
+        [copy] = b.store.pending_verifications()
+        assert [u.on_resolve for u in b.store.undos_by_id(copy.undo_ids)] == [True]
+        yield a, b, theirs
+
+
 async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
     api: FakeKube, fake_slack: FakeSlack
 ) -> None:
@@ -88,12 +114,9 @@ async def test_the_next_leader_restores_a_floor_the_dead_leader_raised(
     subject, cause and opening) puts minReplicaCount back to 2, as the old leader would have.
     """
     held = asyncio.Event()
-    with (
-        replica("tritonguard-a", api, fake_slack, playbook=KEDA_SCALE, sleep=held) as a,
-        replica(
-            "tritonguard-b", api, fake_slack, playbook=KEDA_SCALE, features=StaticFeatures(0.4)
-        ) as b,
-    ):
+    with replica_pair(
+        api, fake_slack, playbook=KEDA_SCALE, held=held, features_b=StaticFeatures(0.4)
+    ) as (a, b):
         await elect(a.elector, b.elector)
         a.playbooks.step([opened()], WALL)
         await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
@@ -136,25 +159,7 @@ async def test_a_follower_leaves_the_restore_to_the_leader_that_judged_the_chang
     looks held on the follower; the leader's own resolution puts the floor back.
     """
     held = asyncio.Event()
-    with (
-        replica(
-            "tritonguard-a",
-            api,
-            fake_slack,
-            playbook=KEDA_SCALE,
-            sleep=held,
-            features=StaticFeatures(0.4),
-        ) as a,
-        replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE) as b,
-    ):
-        assert await a.elector.step()
-        theirs = opened()
-        a.playbooks.step([theirs], WALL)
-        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
-        assert await a.elector.step()
-        assert not await b.elector.step()
-        [copy] = b.store.pending_verifications()
-        assert [u.on_resolve for u in b.store.undos_by_id(copy.undo_ids)] == [True]
+    async with published_raise(api, fake_slack, held) as (a, b, theirs):
         held.set()
         await a.playbooks.settle()
         assert await a.elector.step()  # the verdict is in: no longer published
@@ -183,26 +188,7 @@ async def test_a_follower_resolving_during_the_leaders_verify_changes_nothing(
     the leader's verify. The floor stays raised until the leader's resolution restores it.
     """
     held = asyncio.Event()
-    with (
-        replica(
-            "tritonguard-a",
-            api,
-            fake_slack,
-            playbook=KEDA_SCALE,
-            sleep=held,
-            features=StaticFeatures(0.4),
-        ) as a,
-        replica("tritonguard-b", api, fake_slack, playbook=KEDA_SCALE) as b,
-    ):
-        assert await a.elector.step()
-        theirs = opened()
-        a.playbooks.step([theirs], WALL)
-        await waiting.wait_for(lambda: a.playbooks.executor.verifying, VERIFYING_S, poll_s=0.01)
-        assert await a.elector.step()
-        assert not await b.elector.step()
-        [copy] = b.store.pending_verifications()
-        assert [u.on_resolve for u in b.store.undos_by_id(copy.undo_ids)] == [True]
-
+    async with published_raise(api, fake_slack, held) as (a, b, theirs):
         mine = dataclasses.replace(opened(), at=WALL + 62)
         await b.playbooks.run_step([mine], WALL + 62)
         done = await b.playbooks.run_step([resolved(mine, at=WALL + 120)], WALL + 120)
