@@ -15,7 +15,7 @@ from tritonguard.core.exposition import (
     parse_exposition,
 )
 from tritonguard.core.samples import Sample
-from tritonguard.core.series_store import SeriesStore
+from tritonguard.core.series_store import SERIES_BYTES, SeriesStore
 
 ROOT = Path(__file__).parent.parent.parent
 CAPTURE_50 = ROOT / "benchmarks" / "data" / "triton_50_models.prom"
@@ -191,7 +191,7 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize(
     ("retention", "budget", "grace"),
-    [(900.0, None, 30.0), (35.0, None, 0.0), (900.0, 9 * 1344, 30.0)],
+    [(900.0, None, 30.0), (35.0, None, 0.0), (900.0, 9 * SERIES_BYTES, 30.0)],
     ids=["plain", "expiring", "bounded"],
 )
 def test_fused_ingest_stores_what_parse_relabel_and_add_store(
