@@ -184,3 +184,34 @@ def test_cold_tails_match_the_rule_scrape_by_scrape() -> None:
             summary = [_summary("0.5", p50), _summary("0.99", p99)]
         got = cold_tail_scrapes(summary, [infer], [succ], horizon=-1.0, now=10.0 * n, t=t)
         assert got == want, (p50, mean, p99)
+
+
+def test_a_compute_stall_on_latency_already_up_is_no_reload() -> None:
+    """A scrape of doubled compute inside a lasting latency rise is a stall, not a reload.
+
+    Requests waiting out a raised batcher delay keep every scrape above the spike bar; a
+    scheduling stall then doubles one scrape's compute and the next is warm again. That is
+    the shape of a reload's burst in all but the warm floor before it.
+    """
+    n = 16
+    per_exec = [1000.0] * 10 + [1000.0, 2500.0, 1000.0, 1000.0, 1000.0, 1000.0]
+    queue = [2000.0] * 10 + [40000.0] * 6
+    succ = _counter("nv_inference_request_success", [20.0] * n)
+    comp = _counter("nv_inference_compute_infer_duration_us", [20.0 * v for v in per_exec])
+    lat = _counter(
+        "nv_inference_request_duration_us",
+        [20.0 * (v + q) for v, q in zip(per_exec, queue, strict=True)],
+    )
+    t = Thresholds()
+    assert cold_bursts([comp], [succ], [lat], horizon=-1.0, now=5.0 * n, t=t) == []
+    # The same stall on a warm floor is a burst: only the floor before it tells them apart.
+    warm_lat = _counter(
+        "nv_inference_request_duration_us",
+        [20.0 * (v + 2000.0 + (40000.0 if k == 11 else 0.0)) for k, v in enumerate(per_exec)],
+    )
+    assert cold_bursts([comp], [succ], [warm_lat], horizon=-1.0, now=5.0 * n, t=t) == [60.0]
+
+
+def test_a_burst_in_the_first_scrape_of_the_lookback_has_no_floor() -> None:
+    """With no scrape before it, a burst cannot show it struck a warm model: no sign."""
+    assert _bursts([20000.0, *[1000.0] * 10]) == []

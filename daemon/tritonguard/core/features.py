@@ -560,6 +560,10 @@ class FeatureReader:
             f"kube_horizontalpodautoscaler_status_{which}_replicas", ns, model, pod
         )
 
+    def node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
+        """Return the busy share of the pod's node CPUs over (start, end], or None unknown."""
+        return self._node_cpu_busy(ns, pod, start, end)
+
     def _node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
         nodes = self._nodes
         if nodes is None:

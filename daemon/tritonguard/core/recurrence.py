@@ -119,6 +119,16 @@ def find_spikes(
             if t - last_high > max(merge_s, 0.0) or not onsets:
                 onsets.append(t)
             last_high = t
+    period, cv = regularity(onsets)
+    return Recurrence(tuple(onsets), period, cv, typical)
+
+
+def regularity(onsets: Sequence[float]) -> tuple[float | None, float | None]:
+    """Return the median spacing of sorted onsets and its robust spread (MAD / median).
+
+    None for both with fewer than three onsets (two spacings are the fewest that show a
+    period); the spread is None when the onsets coincide.
+    """
     period = cv = None
     if len(onsets) >= 3:
         gaps = [b - a for a, b in pairwise(onsets)]
@@ -126,4 +136,4 @@ def find_spikes(
         if period > 0:
             spread = median(abs(g - period) for g in gaps)
             cv = spread / period
-    return Recurrence(tuple(onsets), period, cv, typical)
+    return period, cv

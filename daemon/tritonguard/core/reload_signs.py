@@ -13,6 +13,9 @@ from tritonguard.core.thresholds import Thresholds
 
 # The kind of sign a scrape with cold executions in its compute summary leaves.
 COLD_TAIL = "cold executions in the compute tail"
+# Cold-looking executions while the node had no CPU to spare: a reload or a scheduling
+# stall, which only a period among several can tell apart.
+STALL = "cold executions on a saturated node"
 
 _COMPUTE = (
     "nv_inference_compute_input_duration_us",
@@ -69,7 +72,10 @@ def cold_bursts(
     merely slow ones. A burst still running is not yet a reload sign. Warm is judged
     against ``healthy_us`` (the baseline's compute per request) when it is lower than the
     median: a lasting slowdown becomes the median of the lookback, and its worst scrapes
-    would then read as bursts ending in a "warm" model. ``per_request`` is
+    would then read as bursts ending in a "warm" model. The scrape before the burst must
+    have served below the spike bar: a burst on latency already up (a batcher's delay, a
+    backlog) is a stall within another fault, and the first scrape of the lookback, with
+    nothing before it, starts no burst. ``per_request`` is
     ``per_scrape_ratio(latency, succ, horizon, now)`` when the caller already has it.
     """
     if per_request is None:
@@ -108,7 +114,12 @@ def cold_bursts(
         # Warm again in the scrape after the burst: a reload ends in a warm model,
         # contention in more slow scrapes.
         warm = k < len(per_exec) and per_exec[k][1] <= t.reload_warm_after * reference
-        if short and warm:
+        # And served below the spike bar in the scrape before it: a reload strikes a model
+        # serving at its healthy latency. Once latency is already up for another reason
+        # (requests waiting out a batcher's delay, a backlog), every scrape clears the bar
+        # and one scheduling stall in the compute would read as a reload.
+        floor = first > 0 and per_req.get(per_exec[first - 1][0], bar) < bar
+        if short and warm and floor:
             starts.append(per_exec[first][0])
     return starts
 
@@ -242,11 +253,12 @@ def reload_events(
         healthy_us=healthy_compute_us,
         per_request=per_request,
     )
+    interval = reader.interval(key)
     for at in bursts:
         # A new model's first executions are its cold start, not a reload of a serving one.
         if born is None or at > born + t.cold_age_s:
-            out.add((at, "cold executions"))
-    if reader.interval(key) >= t.burst_merge_s:
+            out.add((at, STALL if _stalled(reader, key, at, t) else "cold executions"))
+    if interval >= t.burst_merge_s:
         # Only where one reload fits in about one scrape: finer scrapes see the burst itself.
         tails = cold_tail_scrapes(
             reader.series("nv_inference_compute_infer_summary_us", key),
@@ -256,5 +268,22 @@ def reload_events(
             now=now,
             t=t,
         )
-        out.update((at, COLD_TAIL) for at in tails if born is None or at > born + t.cold_age_s)
+        out.update(
+            (at, STALL if _stalled(reader, key, at, t) else COLD_TAIL)
+            for at in tails
+            if born is None or at > born + t.cold_age_s
+        )
     return sorted(out)
+
+
+def _stalled(reader: FeatureReader, key: SubjectKey, at: float, t: Thresholds) -> bool:
+    """Whether the pod's node had no CPU to spare over the scrape ending at ``at``.
+
+    Slow executions on a node whose cores were all busy may be the scheduler's stalls, which
+    look like cold executions in every counter Triton keeps. Half a scrape either side of
+    the scrape's span, so node-exporter's own scrapes, on their own clock, bracket it.
+    Unknown (no node-exporter, too few points) is not a stall: the sign stands.
+    """
+    iv = reader.interval(key)
+    busy = reader.node_cpu_busy(key[0], key[1], at - 1.5 * iv, at + 0.5 * iv)
+    return busy is not None and busy >= t.stall_node_busy

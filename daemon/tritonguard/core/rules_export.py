@@ -1072,6 +1072,20 @@ class _Builder:
             f"quantile_over_time(0.5, {_f('scrape_latency_us')}[{points}])"
         )
         self.record(cold, f"{known(cold_cond)} or 0 * {SUBJECTS}")
+        # A burst must strike a model serving below the spike bar: a cold scrape whose
+        # scrape before was under the bar, or carries on a burst that began so. On latency
+        # already up (a batcher's delay, a backlog) a compute stall is no reload.
+        floored = f"{PREFIX}:cold_floored"
+        lat = _f("scrape_latency_us")
+        under = (
+            f"{lat} offset {iv} < {num(t.spike_factor)} * "
+            f"quantile_over_time(0.5, {lat}[{points}] offset {iv})"
+        )
+        self.record(
+            floored,
+            f"{known(f'{cold} == 1 and on ({BY}) ({under} or {floored} offset {iv} == 1)')}"
+            f" or 0 * {SUBJECTS}",
+        )
         # A burst of cold executions counts once it is over, only if it was short and the
         # scrape after it is warm: cold executions end in a warm model, contention lasts
         # until it is removed. (The engine also judges warm against the baseline's compute;
@@ -1082,11 +1096,14 @@ class _Builder:
             f"quantile_over_time(0.5, {per_exec}[{points}])"
         )
         burst_end = (
-            f"{cold} == 0 and on ({BY}) ({cold} offset {iv} == 1) and on ({BY}) "
+            f"{cold} == 0 and on ({BY}) ({floored} offset {iv} == 1) and on ({BY}) "
             f"(min_over_time({cold}[{burst_range}] offset {iv}) == 0) and on ({BY}) ({warm})"
         )
         # A new model's first executions are its cold start, not a reload of a serving one.
-        burst_end = f"({burst_end}) unless on ({BY}) {PREFIX}:born_at"
+        # On a node with no CPU to spare they are the scheduler's stalls (the engine judges
+        # the burst's own scrape; here the window's node busy share, which vetoes less).
+        stalled = f"{_f('node_cpu_busy')} >= {num(t.stall_node_busy)}"
+        burst_end = f"({burst_end}) unless on ({BY}) ({PREFIX}:born_at or {stalled})"
         sign = f"{PREFIX}:reload_sign"
         signs = known(f"{resets} or {new_version} or {load_changed} or {burst_end}")
         self.record(sign, f"time() * {signs}")
@@ -1102,7 +1119,10 @@ class _Builder:
                 f"{mean} >= {num(t.tail_mean_over_p50)} * {p50} and on ({BY}) "
                 f"{p99} >= {num(t.tail_p99_over_mean)} * {mean}"
             )
-            self.record(tail, f"(time() * {known(cond)}) unless on ({BY}) {PREFIX}:born_at")
+            self.record(
+                tail,
+                f"(time() * {known(cond)}) unless on ({BY}) ({PREFIX}:born_at or {stalled})",
+            )
         onsets = zero_if_absent(f"count_over_time({PREFIX}:reload_onset[{period}])")
         tails = zero_if_absent(f"count_over_time({tail}[{period}])")
         # n scrapes with cold executions in the tail are n - 1 reloads (one may spill over).

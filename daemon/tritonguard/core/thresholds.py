@@ -476,6 +476,17 @@ class Thresholds(BaseModel):
             "2-5x slower, so their bursts are not reloads."
         ),
     )
+    stall_node_busy: float = Field(
+        0.95,
+        description=(
+            "A node whose CPUs were busy for this share of a scrape had a core free for under "
+            "a twentieth of it: runnable threads queued for a core nearly throughout, and the "
+            "kernel preempts a thread for a scheduling period (several ms), many times a "
+            "ms-scale execution. Cold-looking executions there may be scheduling stalls: they "
+            "count as reload signs only when several recur at a period (stalls arrive at "
+            "random); on a node with idle CPU only the model explains them."
+        ),
+    )
     reload_burst_max_s: float = Field(
         60.0,
         description=(

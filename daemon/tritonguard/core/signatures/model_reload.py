@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
-from tritonguard.core.reload_signs import COLD_TAIL
+from tritonguard.core.recurrence import regularity
+from tritonguard.core.reload_signs import COLD_TAIL, STALL
 from tritonguard.core.signatures.context import GATE, Context, clamp, symptom_evidence, weigh
+from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "model_reload"
 
@@ -17,6 +19,27 @@ def occurrences(times: list[float], merge_s: float) -> int:
             count += 1
         last = at
     return count
+
+
+def _telling(events: list[tuple[float, str]], t: Thresholds) -> list[tuple[float, str]]:
+    """Drop the stall-like signs unless they recur at a period.
+
+    On a saturated node a scheduling stall and a reload leave the same cold-looking burst.
+    Stalls arrive at random (a Poisson process, spacing CV about 1), reload churn at the
+    period of the job or poll that drives it: at least ``period_min_spikes`` such bursts
+    spaced within ``period_max_cv`` are reloads, fewer or irregular ones are no evidence.
+    """
+    stalls = [at for at, kind in events if kind == STALL]
+    if not stalls:
+        return events
+    onsets: list[float] = []
+    for at in sorted(stalls):
+        if not onsets or at - onsets[-1] > t.burst_merge_s:
+            onsets.append(at)
+    _, cv = regularity(onsets)
+    if len(onsets) >= t.period_min_spikes and cv is not None and cv <= t.period_max_cv:
+        return events
+    return [e for e in events if e[1] != STALL]
 
 
 def check(ctx: Context) -> Finding | None:
@@ -34,7 +57,7 @@ def check(ctx: Context) -> Finding | None:
         # (contention, lost capacity) are what recur, not reloads.
         and not (ctx.baseline is not None and ctx.symptom.sustained)
     )
-    events = [e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s]
+    events = _telling([e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s], t)
     # One deploy leaves several signs at once (a new version's series, a reset, a load time),
     # and a range read may see them a scrape apart: churn is reloads that recur.
     reloads = occurrences(
