@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.synthetic import Phase, notation, opened, run_engine, triton_model
+from tests.unit.synthetic import Phase, gauge, notation, opened, run_engine, triton_model
 
 IV = 2.0
 BASE_N = 60  # two minutes of healthy history at 2 s scrapes
@@ -62,3 +62,14 @@ def test_bursts_at_a_period_on_a_saturated_node_are_reload_churn() -> None:
     series = triton_model(phases, interval=IV)
     _node(series, busy=1.0, scrapes=BASE_N + 80)
     assert "model_reload" in _causes(series)
+
+
+def test_without_node_exporter_tritons_host_cpu_gauge_shows_the_saturation() -> None:
+    """Triton's own nv_cpu_utilization at 1.0 stands for node-exporter: the bursts are stalls.
+
+    At 0.6 the host had CPU to spare, and the same two bursts are two reloads.
+    """
+    for util, reloads in ((1.0, False), (0.6, True)):
+        series = _two_bursts()
+        series['nv_cpu_utilization{namespace="prod",pod="triton-0"}'] = gauge([(util, BASE_N + 43)])
+        assert ("model_reload" in _causes(series)) is reloads, util

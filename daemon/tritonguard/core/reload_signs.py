@@ -282,8 +282,19 @@ def _stalled(reader: FeatureReader, key: SubjectKey, at: float, t: Thresholds) -
     Slow executions on a node whose cores were all busy may be the scheduler's stalls, which
     look like cold executions in every counter Triton keeps. Half a scrape either side of
     the scrape's span, so node-exporter's own scrapes, on their own clock, bracket it.
-    Unknown (no node-exporter, too few points) is not a stall: the sign stands.
+    Without node-exporter, Triton's own ``nv_cpu_utilization`` (the host's CPU, a gauge):
+    saturated over the span only as low as its lowest reading there. Unknown (neither, or
+    too few points) is not a stall: the sign stands.
     """
+    ns, pod, _ = key
     iv = reader.interval(key)
-    busy = reader.node_cpu_busy(key[0], key[1], at - 1.5 * iv, at + 0.5 * iv)
+    start, end = at - 1.5 * iv, at + 0.5 * iv
+    busy = reader.node_cpu_busy(ns, pod, start, end)
+    if busy is None:
+        readings = [
+            v
+            for s in reader.pod_series("nv_cpu_utilization", ns, pod)
+            for v in s.values[bisect_right(s.times, start) : bisect_right(s.times, end)]
+        ]
+        busy = min(readings) if readings else None
     return busy is not None and busy >= t.stall_node_busy

@@ -1102,7 +1102,10 @@ class _Builder:
         # A new model's first executions are its cold start, not a reload of a serving one.
         # On a node with no CPU to spare they are the scheduler's stalls (the engine judges
         # the burst's own scrape; here the window's node busy share, which vetoes less).
-        stalled = f"{_f('node_cpu_busy')} >= {num(t.stall_node_busy)}"
+        stalled = (
+            f"{_f('node_cpu_busy')} >= {num(t.stall_node_busy)} or "
+            f"{_f('cpu_host_util')} >= {num(t.stall_node_busy)}"
+        )
         burst_end = f"({burst_end}) unless on ({BY}) ({PREFIX}:born_at or {stalled})"
         sign = f"{PREFIX}:reload_sign"
         signs = known(f"{resets} or {new_version} or {load_changed} or {burst_end}")
