@@ -760,3 +760,27 @@ def test_node_contention_quiet_when_the_config_changed_since_the_baseline() -> N
         events.extend(evs)
     assert engine.change_before(subject, START + ONSET + 60) is not None
     assert "node_contention" not in causes(events)
+
+
+def test_node_contention_quiet_when_the_copies_share_multiplied() -> None:
+    """A busier host while this model's copies grew 30x is the model's own copying.
+
+    Contention slows every phase of compute alike, so the copies' share holds; here it goes
+    from 1 % to 27 % of compute (bigger inputs), and the host is busier because of it. The
+    same host and inflation with the copies' share unmoved stays node_contention.
+    """
+
+    def trace(input_ms: float, infer_ms: float) -> dict[str, str]:
+        series = triton_model(
+            [
+                Phase(BASE_N, rps=20, input_ms=0.2, infer_ms=20),
+                Phase(24, rps=20, input_ms=input_ms, infer_ms=infer_ms, queue_ms=60),
+            ],
+            interval=IV,
+        )
+        _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
+        _node(series, [(0.3, BASE_N), (0.97, 24)])
+        return series
+
+    assert "node_contention" not in causes(run_engine(trace(12.0, 33), interval=IV))
+    assert_detected(run_engine(trace(0.45, 45), interval=IV), "node_contention")

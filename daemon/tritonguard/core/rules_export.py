@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from tritonguard.core.findings import CAUSES
+from tritonguard.core.signatures.memory_copy import MIN_GROWN_SHARE
 from tritonguard.core.thresholds import Thresholds
 
 BY = "namespace, pod, model"
@@ -1320,6 +1321,12 @@ class _Builder:
         )
         return gate, score
 
+    def _copies_multiplied(self) -> str:
+        """Return the condition that the copy share of compute multiplied since the baseline."""
+        floor = f"{num(MIN_GROWN_SHARE)} * {SUBJECTS}"
+        grown = f"{num(self.t.copy_share_growth)} * {_base('copy_share')}"
+        return f"{_f('copy_share')} >= {either(floor, grown)}"
+
     def _memory_copy(self) -> tuple[str, str]:
         t = self.t
         sust, f = SUSTAINED, _f
@@ -1332,10 +1339,7 @@ class _Builder:
             f"(({share} unless on ({BY}) {base_share}) or {share} >= {base_share} + 0.1 "
             f"or {share} >= 1.5 * {base_share})"
         )
-        grown = (
-            f"{share} >= {either(num(0.08) + ' * ' + SUBJECTS, f'{num(t.copy_share_growth)} * {base_share}')} "
-            f"and on ({BY}) ({explains} >= {num(t.copy_explains)})"
-        )
+        grown = f"{self._copies_multiplied()} and on ({BY}) ({explains} >= {num(t.copy_explains)})"
         bytes_up = (
             f"({_per(f('pcie_rx_bps'), f('inference_rate'))}) / "
             f"({_per(_base('pcie_rx_bps'), _base('inference_rate'))} > 0)"
@@ -1397,6 +1401,9 @@ class _Builder:
             f"{load} >= {num(1 - t.load_steady_tolerance)}) "
             # More executions in flight than slower work explains: a concurrency change.
             f"unless on ({BY}) ({conc} > {num(1 + t.load_steady_tolerance)} * {exec_time}) "
+            # The copies' share multiplied: this model's copies grew (memory_copy), since
+            # contention slows every phase of compute alike.
+            f"unless on ({BY}) ({self._copies_multiplied()}) "
             # The config or version just changed: not the same workload.
             f"unless on ({BY}) {PREFIX}:recent_reload_sign "
             # Requests wait less while executions got slower: more instances serve them

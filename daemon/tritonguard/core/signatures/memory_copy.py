@@ -14,6 +14,34 @@ from tritonguard.core.signatures.context import (
 )
 
 CAUSE = "memory_copy"
+# A copy share below this is no copy problem however much it grew: under a twelfth of
+# compute, copies cannot account for a latency rise worth an incident.
+MIN_GROWN_SHARE = 0.08
+
+
+def copy_shares(ctx: Context) -> tuple[float | None, float | None]:
+    """Return the copy share of compute (input + output) now and in the baseline."""
+    f, b = ctx.features, ctx.baseline
+    share = (
+        None if f.input_share is None or f.output_share is None else f.input_share + f.output_share
+    )
+    base = None
+    if b is not None and b.get("input_share") is not None:
+        base = (b.get("input_share") or 0.0) + (b.get("output_share") or 0.0)
+    return share, base
+
+
+def copies_multiplied(ctx: Context) -> bool:
+    """Whether the copy share of compute multiplied since the baseline (copy_share_growth)."""
+    share, base = copy_shares(ctx)
+    t = ctx.thresholds
+    return (
+        share is not None
+        and base is not None
+        and share >= max(MIN_GROWN_SHARE, t.copy_share_growth * base)
+    )
+
+
 # What decided it, for the order evidence is shown in (Evidence.weight).
 WEIGHTS = {
     "copy_share_of_compute": GATE,
@@ -47,12 +75,7 @@ def check(ctx: Context) -> Finding | None:
     )
     # A copy share that multiplied and accounts for much of the latency rise is the mechanism
     # even before copies dominate compute (bigger inputs also slow the kernels that read them).
-    grown = (
-        base_share is not None
-        and share >= max(0.08, t.copy_share_growth * base_share)
-        and explains is not None
-        and explains >= t.copy_explains
-    )
+    grown = copies_multiplied(ctx) and explains is not None and explains >= t.copy_explains
     # Bytes moved per inference multiplied (PCIe) and compute grew with them: conversions done
     # inside the model show up as compute_infer, yet they scale with the input size too.
     bytes_up = _per_inference_ratio(ctx, "pcie_rx_bps")

@@ -6,6 +6,7 @@ import statistics
 
 from tritonguard.core.findings import Finding, Fix
 from tritonguard.core.signatures.context import GATE, Context, clamp, ms, symptom_evidence, weigh
+from tritonguard.core.signatures.memory_copy import copies_multiplied
 from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "node_contention"
@@ -44,6 +45,12 @@ def check(ctx: Context) -> Finding | None:
         and exec_time is not None
         and conc > (1 + t.load_steady_tolerance) * exec_time
     ):
+        return None
+    if copies_multiplied(ctx):
+        # Other work on the node slows every phase of compute alike (the infer phase most,
+        # being most of it), so the copies' share of compute holds or shrinks; a share that
+        # multiplied is this model's copies growing (bigger inputs, lost pinned memory),
+        # whose CPU use also makes the host busier. That is memory_copy's mechanism.
         return None
     if ctx.reload_events and any(ctx.now - at <= 2 * f.window_s for at, _ in ctx.reload_events):
         return None  # the config or version just changed: not the same workload
