@@ -19,10 +19,11 @@ def _scale_out(first: Phase) -> dict[str, str]:
 
 
 def test_a_pod_joining_cold_is_a_cold_start_against_its_peers() -> None:
-    """Its first scrape runs 5x the peers' compute with requests queued: cold_start at once.
+    """Its first scrape runs 5x the peers' compute with requests queued: cold_start next scrape.
 
-    Its own first scrape is all it has, so no decay is visible yet; the peers' healthy 30 ms
-    per execution is the reference that exists at birth.
+    The peers' healthy 30 ms per execution is the reference that exists at birth; without a
+    compute summary to show cold executions among warm ones, its own second scrape, back at
+    30 ms, shows the warm-up's decay (slower code would stay slow).
     """
     events = run_engine(_scale_out(Phase(1, rps=20, infer_ms=150, queue_ms=400)), interval=IV)
     cold = [(c, t) for c, m, t in opened(events) if c == "cold_start"]

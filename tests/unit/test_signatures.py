@@ -784,3 +784,31 @@ def test_node_contention_quiet_when_the_copies_share_multiplied() -> None:
 
     assert "node_contention" not in causes(run_engine(trace(12.0, 33), interval=IV))
     assert_detected(run_engine(trace(0.45, 45), interval=IV), "node_contention")
+
+
+def _new_version(first: Phase, then: Phase) -> dict[str, str]:
+    """Version 1 serves at 20 ms; version 2 replaces it on the same pod at the onset."""
+    old = triton_model([Phase(BASE_N, rps=20, infer_ms=20)], interval=IV)
+    new = triton_model([first, then], interval=IV)
+    series = dict(old)
+    for k, v in new.items():
+        series[k.replace('version="1"', 'version="2"')] = f"_x{BASE_N - 1} {v}"
+    return series
+
+
+def test_cold_start_without_summaries_needs_the_new_versions_own_decay() -> None:
+    """A new version slower from its first scrape to its last is heavier code, not cold.
+
+    Against its predecessor's 20 ms it runs 7.5x slower with requests queued, as a cold start
+    would at first; with no compute summary to show a few cold executions among warm ones,
+    only its own executions getting faster tell a warm-up, and here they never do. The same
+    first scrape followed by executions back at 20 ms is a cold start.
+    """
+    heavier = _new_version(
+        Phase(1, rps=20, infer_ms=150, queue_ms=400), Phase(24, rps=20, infer_ms=150, queue_ms=400)
+    )
+    assert "cold_start" not in causes(run_engine(heavier, interval=IV))
+    cold = _new_version(
+        Phase(1, rps=20, infer_ms=150, queue_ms=400), Phase(24, rps=20, infer_ms=20, queue_ms=1)
+    )
+    assert "cold_start" in causes(run_engine(cold, interval=IV))

@@ -1267,10 +1267,10 @@ class _Builder:
         usual = zero_if_absent(_base("mean_queue_us"))
         # Slower than the reference but alike from the first execution to the latest, with
         # no cold executions in the compute summary: heavier code, not a warm-up (the engine's
-        # cold_start holds then); without the summary there is no such veto.
+        # cold_start holds then). Without the summary only the decay can show a warm-up.
         heavier = (
-            f"({peak} / clamp_min({latest}, 1) < {num(t.cold_compute_ratio)}) and on ({BY}) "
-            f"(max_over_time({series('compute_tail')}:early[{cold_age}]) < {num(t.cold_tail_ratio)})"
+            f"({peak} / clamp_min({latest}, 1) < {num(t.cold_compute_ratio)}) unless on ({BY}) "
+            f"(max_over_time({series('compute_tail')}:early[{cold_age}]) >= {num(t.cold_tail_ratio)})"
         )
         gate = (
             f"{PREFIX}:born_at and on ({BY}) ({slow_first}) "

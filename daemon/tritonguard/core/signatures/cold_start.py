@@ -43,11 +43,12 @@ def check(ctx: Context) -> Finding | None:
     slow_first = max(decay, vs_warm) >= t.cold_compute_ratio
     if not slow_first and (tail is None or tail < t.cold_tail_ratio):
         return None  # not slower at first than warm: no warm-up effect
-    if decay < t.cold_compute_ratio and tail is not None and tail < t.cold_tail_ratio:
+    if decay < t.cold_compute_ratio and (tail is None or tail < t.cold_tail_ratio):
         # Slower than the reference (its last version, its peers) but alike from its first
         # execution to its latest, with no cold executions in its own compute tail: the new
         # code is heavier, not cold. A warm-up is slow first and fast later; until its own
-        # executions show either, the reference alone does not tell the two apart.
+        # executions show either, the reference alone does not tell the two apart. Without
+        # the compute summary only the decay can show it.
         return None
     # Users felt it when the first requests queued at least one warm execution longer than
     # the model's usual queue: a cold instance holds every arrival behind executions several
