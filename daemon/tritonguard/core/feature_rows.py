@@ -1,0 +1,180 @@
+"""The exported rules' recorded features, read back from a TSDB, as one FeatureSet a subject.
+
+``tritonguard rules export`` records every feature as ``tritonguard:<feature>`` labelled by
+namespace, pod and model. A daemon in the ``features`` Prometheus mode reads each one with
+one instant query for the whole fleet (:func:`feature_query`); this module turns the answers
+into the engine's ``FeatureSet`` per subject, without any I/O.
+
+What the answers may hold that the daemon must not act on, and what becomes of it:
+
+- a series without ``namespace`` or ``model``: not a subject, dropped and counted;
+- a value that is not a finite number (NaN, ±Inf): unknown, never zero;
+- two series of one feature for one subject (an HA pair read through a querier without
+  deduplication, a clash across clusters): the feature is unknown for that subject, since
+  which one holds cannot be told;
+- a subject without a fresh ``request_rate``: its FeatureSet is not fresh, so no guard,
+  verify step or incident acts on it;
+- an evaluation whose queries did not all succeed: the snapshot is not ``ok`` and no subject
+  of it counts as fresh.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+
+from tritonguard.core.features import FeatureSet, SubjectKey
+from tritonguard.core.rules_export import PREFIX, Windows
+from tritonguard.core.thresholds import Thresholds
+
+# The recorded series holding each cause's confidence, labelled ``cause``: read once per
+# evaluation beside the features, so an incident's confidence is the TSDB's current one.
+CONFIDENCE = "cause_confidence"
+# The feature every served subject has: without a fresh one the subject is missing data.
+PRESENCE = "request_rate"
+# FeatureSet's fields that are not features but describe the reading.
+_META = frozenset({"window_s", "interval_s", "fresh"})
+FEATURE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(FeatureSet)) - _META
+
+
+def staleness_s(thresholds: Thresholds, interval_s: float) -> float:
+    """Return how old a recorded value may be and still count: the engine's own bound."""
+    return max(thresholds.stale_after_min_s, thresholds.stale_after_scrapes * interval_s)
+
+
+def feature_query(name: str, window_s: float) -> str:
+    """Return the one instant query reading ``tritonguard:<name>`` for the whole fleet.
+
+    ``last_over_time`` over the staleness bound returns a series only while the rules wrote
+    it within that bound, so a ruler that stopped evaluating leaves the subject missing
+    rather than frozen at its last value for Prometheus' five-minute lookback.
+    """
+    return f"last_over_time({PREFIX}:{name}[{max(1, math.ceil(window_s))}s])"
+
+
+def subject_key(labels: Mapping[str, str]) -> SubjectKey | None:
+    """Return the (namespace, pod, model) a recorded series is about, or None for none."""
+    namespace, model = labels.get("namespace", ""), labels.get("model", "")
+    if not namespace or not model:
+        return None
+    return (namespace, labels.get("pod", ""), model)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One series of one query's answer: its labels and its value."""
+
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(slots=True)
+class FeatureSnapshot:
+    """Every subject's recorded features as one evaluation read them at ``at``.
+
+    ``features`` holds a FeatureSet per subject; ``extra`` the recorded features the
+    FeatureSet has no field for (``symptom``, ``in_birth``, ...), and ``confidences`` each
+    cause's recorded confidence. ``ok`` is False when a query failed: nothing of such a
+    snapshot is fresh. ``unlabelled``, ``not_finite`` and ``conflicts`` count the series
+    left out and why.
+    """
+
+    at: float
+    interval_s: float
+    window_s: float
+    ok: bool
+    error: str | None = None
+    features: dict[SubjectKey, FeatureSet] = field(default_factory=dict)
+    extra: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
+    confidences: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
+    unlabelled: int = 0
+    not_finite: int = 0
+    conflicts: int = 0
+
+    def fresh(self, key: SubjectKey) -> FeatureSet | None:
+        """Return a subject's features if this snapshot may be acted on, else None."""
+        f = self.features.get(key)
+        return f if self.ok and f is not None and f.fresh else None
+
+    def recovered(self, key: SubjectKey) -> bool:
+        """Whether fresh recorded features show the subject without a symptom."""
+        return self.fresh(key) is not None and "symptom" not in self.extra.get(key, {})
+
+    def problems(self) -> dict[str, int]:
+        """Return the series left out, by reason (only the reasons that occurred)."""
+        counts = {
+            "unlabelled": self.unlabelled,
+            "not_finite": self.not_finite,
+            "conflicts": self.conflicts,
+        }
+        return {k: v for k, v in counts.items() if v}
+
+
+class SnapshotBuilder:
+    """Collects each query's rows, then builds the snapshot of one evaluation."""
+
+    def __init__(self, thresholds: Thresholds, interval_s: float, at: float) -> None:
+        self.at = at
+        self.interval_s = interval_s
+        self.window_s = Windows(interval_s, thresholds).window_s
+        self._values: dict[SubjectKey, dict[str, float]] = {}
+        self._confidences: dict[SubjectKey, dict[str, float]] = {}
+        self._unlabelled = self._not_finite = 0
+        # (subject, feature) read twice: the feature is unknown for that subject.
+        self._clashed: set[tuple[SubjectKey, str]] = set()
+
+    def add(self, feature: str, rows: Iterable[Row]) -> None:
+        """Take one feature query's answer (``cause_confidence`` keeps the cause label)."""
+        for row in rows:
+            key = subject_key(row.labels)
+            if key is None:
+                self._unlabelled += 1
+                continue
+            if not math.isfinite(row.value):
+                self._not_finite += 1
+                continue
+            name, held = feature, self._values.setdefault(key, {})
+            if feature == CONFIDENCE:
+                name = row.labels.get("cause", "")
+                if not name:
+                    self._unlabelled += 1
+                    continue
+                held = self._confidences.setdefault(key, {})
+            if (key, name) in self._clashed:
+                continue
+            if name in held:
+                del held[name]
+                self._clashed.add((key, name))
+                continue
+            held[name] = row.value
+
+    def build(self) -> FeatureSnapshot:
+        """Return the snapshot: a FeatureSet per subject, fresh when its presence is known."""
+        snapshot = FeatureSnapshot(
+            at=self.at,
+            interval_s=self.interval_s,
+            window_s=self.window_s,
+            ok=True,
+            confidences=self._confidences,
+            unlabelled=self._unlabelled,
+            not_finite=self._not_finite,
+            conflicts=len(self._clashed),
+        )
+        for key, values in self._values.items():
+            known = {k: v for k, v in values.items() if k in FEATURE_FIELDS}
+            snapshot.features[key] = FeatureSet(
+                window_s=self.window_s,
+                interval_s=self.interval_s,
+                fresh=PRESENCE in known,
+                **known,
+            )
+            rest = {k: v for k, v in values.items() if k not in FEATURE_FIELDS}
+            if rest:
+                snapshot.extra[key] = rest
+        return snapshot
+
+
+def failed_snapshot(at: float, interval_s: float, window_s: float, error: str) -> FeatureSnapshot:
+    """Return the snapshot of an evaluation whose queries did not all answer: nothing fresh."""
+    return FeatureSnapshot(at=at, interval_s=interval_s, window_s=window_s, ok=False, error=error)
