@@ -67,6 +67,35 @@ def test_batching_delay_fires_when_queue_waits_on_idle_instances() -> None:
     assert first.evidence["queue_vs_max_delay"].value is not None
 
 
+def test_batching_delay_quiet_when_requests_wait_far_past_the_batchers_delay() -> None:
+    """A 500 us delay cannot hold requests 35 ms: the wait is for capacity, not the timer.
+
+    The batcher holds a request at most its delay, then the batch waits at most the 10 ms
+    execution in flight on an idle instance: past twice the delay plus that (11 ms), most of
+    the 35 ms is not the batcher's. The same trace with a 40 ms delay is the batcher waiting.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=5, queue_ms=0.5, infer_ms=10),
+            Phase(24, rps=5, queue_ms=35, infer_ms=10, batch=1.6),
+        ],
+        interval=IV,
+    )
+
+    def config(delay_us: int) -> dict[str, object]:
+        return {
+            "max_batch_size": 8,
+            "dynamic_batching": {"max_queue_delay_microseconds": str(delay_us)},
+            "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
+        }
+
+    quiet = run_engine(series, interval=IV, configs={"resnet": config(500)})
+    assert "batching_delay" not in causes(quiet)
+    assert_detected(
+        run_engine(series, interval=IV, configs={"resnet": config(40_000)}), "batching_delay"
+    )
+
+
 def test_batching_delay_with_bigger_batches_that_take_longer_to_execute() -> None:
     """A waiting batcher forms batches of 4 that run 2.5x longer: no execution is slower.
 

@@ -32,6 +32,19 @@ def queue_steadiness(per_scrape: list[float], min_points: int = STEADY_MIN_SCRAP
     return ordered[0] / mid if mid > 0 else None
 
 
+def _beyond_the_timer(queue_us: float | None, delay_us: float, exec_us: float | None) -> bool:
+    """Whether most of the requests' queue time is not the batcher's timer.
+
+    A request's queue time is the batcher's wait, at most ``max_queue_delay``, and then the
+    formed batch's wait for an instance: on mostly idle instances at most the execution in
+    flight. Past twice the delay plus that execution, more than half the wait is for an
+    instance (capacity, a stall), and lowering the delay would not cure it.
+    """
+    if queue_us is None or exec_us is None:
+        return False
+    return queue_us > 2 * delay_us + exec_us
+
+
 CAUSE = "batching_delay"
 # What decided it, for the order evidence is shown in (Evidence.weight).
 WEIGHTS = {
@@ -65,6 +78,9 @@ def check(ctx: Context) -> Finding | None:
         and f.pending_change > 4 * max(f.pending or 0, 1)
     ):
         return None  # a growing backlog is not a batcher waiting
+    delay = cfg.max_queue_delay_us if cfg is not None else None
+    if delay and _beyond_the_timer(f.mean_queue_us, delay, f.compute_per_exec_us):
+        return None  # requests wait mostly for an instance, not for the batcher's timer
     b = ctx.baseline
     # Per inference, not per execution: a batcher that now waits forms bigger batches, and a
     # bigger batch takes longer to execute without any execution being slower.
@@ -89,7 +105,6 @@ def check(ctx: Context) -> Finding | None:
     ev["busy_instances"] = ctx.ev(f.busy_instances, "instances", "compute per exec × exec rate")
     if count:
         ev["instance_count"] = ctx.ev(float(count), "instances", "model config instance_group")
-    delay = cfg.max_queue_delay_us if cfg is not None else None
     if delay:
         ev["max_queue_delay_ms"] = ctx.ev(
             ms(delay), "ms", "model config dynamic_batching.max_queue_delay_microseconds", 0.0
