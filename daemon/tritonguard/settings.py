@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -526,6 +526,24 @@ class Settings(BaseSettings):
     prometheus_backfill_s: float = Field(
         default=300.0, ge=0, description="History read from Prometheus on the first tick."
     )
+    prometheus_mode: Literal["raw", "features"] = Field(
+        default="raw",
+        description=(
+            "raw: read Triton's and the exporters' series and compute features and causes "
+            "here. features: read the exported rules' recorded features "
+            "(tritonguard:<feature>), one instant query per feature for the whole fleet, "
+            "and open incidents from their alerts (the Alertmanager webhook); nothing is "
+            "scraped, and targets only tell actions where each Triton API is."
+        ),
+    )
+    prometheus_max_response_mb: float = Field(
+        default=64.0,
+        gt=0,
+        description=(
+            "features mode: one query's answer larger than this fails the whole read, so a "
+            "runaway series count cannot take the daemon's memory."
+        ),
+    )
     evaluation_interval_s: float = Field(
         default=5.0,
         gt=0,
@@ -647,6 +665,15 @@ class Settings(BaseSettings):
         if level not in ("debug", "info", "warning", "error", "critical"):
             raise ValueError("log_level must be one of debug, info, warning, error, critical")
         return level
+
+    @model_validator(mode="after")
+    def _features_need_prometheus(self) -> Settings:
+        if self.prometheus_mode == "features" and not self.prometheus_url:
+            raise ValueError(
+                "prometheus_mode: features reads the recorded features from Prometheus: "
+                "set prometheus_url (Prometheus, Thanos Query or Mimir's Prometheus API)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _discovery_needs_api(self) -> Settings:

@@ -68,7 +68,9 @@ def test_nan_unlabelled_and_duplicate_series_are_left_out_and_counted() -> None:
     b.add("request_rate", [_row(40.0)])
     b.add("queue_share", [_row(math.nan)])
     b.add("p99_us", [_row(math.inf)])
-    b.add("busy_instances", [Row({"namespace": "prod", "pod": "x"}, 1.0)])
+    b.add("busy_instances", [Row({"namespace": "prod", "model": ""}, 1.0)])
+    # A pod's own feature is no problem: it is kept by pod.
+    b.add("pod_seen", [Row({"namespace": "prod", "pod": "triton-0"}, 1.0)])
     # Two answers for one subject (an HA pair without deduplication): neither is believed,
     # whatever order they came in and however often.
     b.add("mean_queue_us", [_row(100.0, replica="a"), _row(100.0, replica="b"), _row(7.0)])
@@ -77,6 +79,7 @@ def test_nan_unlabelled_and_duplicate_series_are_left_out_and_counted() -> None:
     assert f.queue_share is None and f.p99_us is None and f.mean_queue_us is None
     assert f.busy_instances is None and f.fresh
     assert snap.problems() == {"unlabelled": 1, "not_finite": 2, "conflicts": 1}
+    assert snap.pods == {("prod", "triton-0"): {"pod_seen": 1.0}}
     assert subject_key({"namespace": "prod", "model": ""}) is None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,40 @@ def _refuse_redirects(response: requests.Response, *args: Any, **kwargs: Any) ->
         )
 
 
+class _ResponseTooLarge(requests.RequestException):
+    """Prometheus' answer passed the byte cap, or took longer than the timeout to arrive."""
+
+
+def _capped_body(max_bytes: int, timeout_s: float) -> Any:
+    """Return a response hook reading the body itself, at most ``max_bytes`` within ``timeout_s``.
+
+    requests reads the body after its response hooks, so this one bounds what a huge or
+    trickling answer costs before the SDK parses it: the socket timeout alone would let a
+    server that sends a byte a second hold a worker thread for ever.
+    """
+
+    def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        deadline = time.monotonic() + timeout_s
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.raw.stream(64 * 1024, decode_content=True):
+            size += len(chunk)
+            if size > max_bytes or time.monotonic() > deadline:
+                response.close()
+                why = (
+                    f"answer larger than {max_bytes} bytes"
+                    if size > max_bytes
+                    else f"answer still arriving after {timeout_s:g}s"
+                )
+                raise _ResponseTooLarge(why + "; nothing of it is used", response=response)
+            chunks.append(chunk)
+        # What requests would have read, so the SDK finds the body in place.
+        response._content = b"".join(chunks)
+        response._content_consumed = True
+
+    return hook
+
+
 @dataclass(frozen=True, slots=True)
 class PromSample:
     """One value of one series with the timestamp Prometheus returned (seconds)."""
@@ -52,11 +87,17 @@ class PrometheusQueryClient:
     request itself so a timed-out thread does not linger, and ``asyncio.timeout`` bounds the
     wait. Retries are off: the caller polls again on its next tick. Redirects are refused, so
     ``headers`` and credentials in ``url`` (sent as basic authentication, and left out of
-    ``url`` and every error message) only ever go to that server.
+    ``url`` and every error message) only ever go to that server. With ``max_response_bytes``
+    an answer larger than that, or still arriving after the timeout, fails its query.
     """
 
     def __init__(
-        self, url: str, *, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+        max_response_bytes: int | None = None,
     ) -> None:
         self.url, creds = split_userinfo(url.rstrip("/"))
         self._timeout_s = timeout_s
@@ -65,6 +106,8 @@ class PrometheusQueryClient:
             sent["Authorization"] = creds.authorization()
         session = requests.Session()
         session.hooks["response"].append(_refuse_redirects)
+        if max_response_bytes is not None:
+            session.hooks["response"].append(_capped_body(max_response_bytes, timeout_s))
         self._connect = PrometheusConnect(
             url=self.url,
             headers=sent,
@@ -91,9 +134,12 @@ class PrometheusQueryClient:
             raise PrometheusQueryError(f"{self.url}: {_first_line(exc)}") from None
         except requests.RequestException as exc:
             raise PrometheusQueryError(f"{self.url}: {_describe_request_error(exc)}") from None
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise PrometheusQueryError(f"{self.url}: malformed response ({exc})") from None
-        return _to_samples(raw)
+        try:
+            return _to_samples(raw)
+        except PrometheusQueryError as exc:
+            raise PrometheusQueryError(f"{self.url}: {exc}") from None
 
     async def close(self) -> None:
         """Close the underlying HTTP session."""
@@ -107,15 +153,21 @@ def _to_samples(raw: Any) -> list[PromSample]:
     if not isinstance(raw, list):
         raise PrometheusQueryError(f"unexpected result type {type(raw).__name__}")
     samples: list[PromSample] = []
-    for series in raw:
-        metric = {str(k): str(v) for k, v in series.get("metric", {}).items()}
-        points = series.get("values") or ([series["value"]] if "value" in series else [])
-        for ts, text in points:
-            value = float(text)
-            # Prometheus returns "NaN" for stale or undefined values; they carry no data.
-            if math.isnan(value):
-                continue
-            samples.append(PromSample(metric=metric, value=value, timestamp=float(ts)))
+    try:
+        for series in raw:
+            metric = {str(k): str(v) for k, v in series.get("metric", {}).items()}
+            points = series.get("values") or ([series["value"]] if "value" in series else [])
+            for ts, text in points:
+                value = float(text)
+                # Prometheus returns "NaN" for stale or undefined values; they carry no data.
+                if math.isnan(value):
+                    continue
+                samples.append(PromSample(metric=metric, value=value, timestamp=float(ts)))
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        # Not the shape Prometheus answers in: nothing of the answer is used.
+        raise PrometheusQueryError(
+            f"malformed result ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     return samples
 
 
@@ -124,8 +176,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _describe_request_error(exc: requests.RequestException) -> str:
-    if isinstance(exc, _RedirectRefused):
+    if isinstance(exc, _RedirectRefused | _ResponseTooLarge):
         return str(exc)
+    if isinstance(exc, requests.exceptions.JSONDecodeError):
+        # A proxy's error page or a truncated answer, served as 200.
+        return f"malformed response (not JSON: {_first_line(exc)})"
     if isinstance(exc, requests.ConnectionError):
         return "connection failed (is Prometheus running?)"
     if isinstance(exc, requests.Timeout):

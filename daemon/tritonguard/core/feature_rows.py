@@ -7,7 +7,9 @@ into the engine's ``FeatureSet`` per subject, without any I/O.
 
 What the answers may hold that the daemon must not act on, and what becomes of it:
 
-- a series without ``namespace`` or ``model``: not a subject, dropped and counted;
+- a series of a pod rather than a model (``pod_seen``): kept by pod, beside the subjects;
+- a series without ``namespace``, or without both ``model`` and ``pod``: not a subject,
+  dropped and counted;
 - a value that is not a finite number (NaN, ±Inf): unknown, never zero;
 - two series of one feature for one subject (an HA pair read through a querier without
   deduplication, a clash across clusters): the feature is unknown for that subject, since
@@ -74,10 +76,10 @@ class FeatureSnapshot:
     """Every subject's recorded features as one evaluation read them at ``at``.
 
     ``features`` holds a FeatureSet per subject; ``extra`` the recorded features the
-    FeatureSet has no field for (``symptom``, ``in_birth``, ...), and ``confidences`` each
-    cause's recorded confidence. ``ok`` is False when a query failed: nothing of such a
-    snapshot is fresh. ``unlabelled``, ``not_finite`` and ``conflicts`` count the series
-    left out and why.
+    FeatureSet has no field for (``symptom``, ``in_birth``, ...), ``pods`` the ones recorded
+    per pod (namespace, pod), and ``confidences`` each cause's recorded confidence. ``ok`` is
+    False when a query failed: nothing of such a snapshot is fresh. ``unlabelled``,
+    ``not_finite`` and ``conflicts`` count the series left out and why.
     """
 
     at: float
@@ -88,6 +90,7 @@ class FeatureSnapshot:
     features: dict[SubjectKey, FeatureSet] = field(default_factory=dict)
     extra: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
     confidences: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     unlabelled: int = 0
     not_finite: int = 0
     conflicts: int = 0
@@ -120,6 +123,7 @@ class SnapshotBuilder:
         self.window_s = Windows(interval_s, thresholds).window_s
         self._values: dict[SubjectKey, dict[str, float]] = {}
         self._confidences: dict[SubjectKey, dict[str, float]] = {}
+        self._pods: dict[tuple[str, str], dict[str, float]] = {}
         self._unlabelled = self._not_finite = 0
         # (subject, feature) read twice: the feature is unknown for that subject.
         self._clashed: set[tuple[SubjectKey, str]] = set()
@@ -128,11 +132,15 @@ class SnapshotBuilder:
         """Take one feature query's answer (``cause_confidence`` keeps the cause label)."""
         for row in rows:
             key = subject_key(row.labels)
-            if key is None:
+            pod = (row.labels.get("namespace", ""), row.labels.get("pod", ""))
+            if key is None and not (pod[0] and pod[1]):
                 self._unlabelled += 1
                 continue
             if not math.isfinite(row.value):
                 self._not_finite += 1
+                continue
+            if key is None:
+                self._keep(self._pods.setdefault(pod, {}), (("", *pod), feature), row.value)
                 continue
             name, held = feature, self._values.setdefault(key, {})
             if feature == CONFIDENCE:
@@ -141,13 +149,18 @@ class SnapshotBuilder:
                     self._unlabelled += 1
                     continue
                 held = self._confidences.setdefault(key, {})
-            if (key, name) in self._clashed:
-                continue
-            if name in held:
-                del held[name]
-                self._clashed.add((key, name))
-                continue
-            held[name] = row.value
+            self._keep(held, (key, name), row.value)
+
+    def _keep(self, held: dict[str, float], where: tuple[SubjectKey, str], value: float) -> None:
+        """Keep one value; a second one for the same place makes it unknown there."""
+        name = where[1]
+        if where in self._clashed:
+            return
+        if name in held:
+            del held[name]
+            self._clashed.add(where)
+            return
+        held[name] = value
 
     def build(self) -> FeatureSnapshot:
         """Return the snapshot: a FeatureSet per subject, fresh when its presence is known."""
@@ -157,6 +170,7 @@ class SnapshotBuilder:
             window_s=self.window_s,
             ok=True,
             confidences=self._confidences,
+            pods=self._pods,
             unlabelled=self._unlabelled,
             not_finite=self._not_finite,
             conflicts=len(self._clashed),

@@ -25,13 +25,15 @@ from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group, with_past_groups
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
+from tritonguard.core.recorded_incidents import CauseAlerts, RecordedIncidents
 from tritonguard.core.rollout_changes import RolloutChange
+from tritonguard.core.rules_export import compile_rules, recorded_features
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.shards import SeriesFilter, static_target_workload
 from tritonguard.core.targets import target_of
 from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
-from tritonguard.runtime.alert_book import AlertBook
+from tritonguard.runtime.alert_book import DEFAULT_TTL_S, AlertBook
 from tritonguard.runtime.alertmanager_webhook import WEBHOOK_PATH, Alert
 from tritonguard.runtime.baseline_keeper import BaselineKeeper, baselines_path
 from tritonguard.runtime.http_server import HttpServer
@@ -46,6 +48,7 @@ from tritonguard.runtime.slack_outbox import DeliveryStats
 from tritonguard.runtime.supervisor import Supervisor
 from tritonguard.settings import Settings, TargetSettings, shard_lease_name, split_listen
 from tritonguard.sources.prometheus import PrometheusSource
+from tritonguard.sources.recorded_features import RecordedFeatureSource
 from tritonguard.sources.scrape import ScrapeSource
 from tritonguard.sources.source_status import PollResult, Source, SourceStatus
 
@@ -194,6 +197,22 @@ class DaemonApp:
                 # A scrape source the daemon polls feeds its engine: read straight into the
                 # store rather than through samples (docs/ingest.md).
                 given.use_store(self.engine.store)
+        # prometheus_mode features: the TSDB's recorded features and its rules' alerts stand
+        # in for the engine's own evaluation; incidents stay in the engine's book.
+        self.features_source = next(
+            (s for s in self.sources if isinstance(s, RecordedFeatureSource)), None
+        )
+        self.recorded = (
+            RecordedIncidents(self.engine, max_age_s=self.features_source.max_age_s)
+            if self.features_source is not None
+            else None
+        )
+        self.cause_alerts = (
+            CauseAlerts(ttl_s=DEFAULT_TTL_S, max_alerts=settings.api.alert_book_max_alerts)
+            if self.features_source is not None
+            else None
+        )
+        self._unjudged_log = LogThrottle(60.0)
         self.http: HttpServer | None = None
         self._playbooks = playbooks
         self._on_events = on_events
@@ -367,6 +386,8 @@ class DaemonApp:
 
     def _sources(self) -> list[Source]:
         s = self.settings
+        if s.prometheus_url and s.prometheus_mode == "features":
+            return [self._features_source(s.prometheus_url)]
         sources: list[Source] = []
         if s.targets or (s.discovery.enabled and s.discovery.scrape):
             scraper = MetricsScraper(
@@ -395,6 +416,25 @@ class DaemonApp:
                 )
             )
         return sources
+
+    def _features_source(self, url: str) -> RecordedFeatureSource:
+        """Return the source reading the exported rules' features (prometheus_mode features)."""
+        s = self.settings
+        client = PrometheusQueryClient(
+            url,
+            timeout_s=s.prometheus_timeout_s,
+            max_response_bytes=int(s.prometheus_max_response_mb * 1024 * 1024),
+        )
+        rules = compile_rules(s.thresholds, s.prometheus_interval_s)
+        return RecordedFeatureSource(
+            client,
+            features=recorded_features(rules),
+            thresholds=s.thresholds,
+            interval_s=s.prometheus_interval_s,
+            deadline_s=max(s.prometheus_interval_s, s.prometheus_timeout_s),
+            clock=self.clock,
+            shard_filter=self._filter_of(RecordedFeatureSource.name),
+        )
 
     # ---- one step of each loop (also used by --once and tests) ------------------------------
     async def poll(self, source: Source) -> PollResult:
@@ -454,7 +494,7 @@ class DaemonApp:
     def evaluate(self) -> list[IncidentEvent]:
         """Evaluate the engine now; count and log the transitions."""
         started = time.monotonic()
-        events = self.engine.evaluate(self.clock())
+        events = self._evaluate_now(self.clock())
         self.metrics.evaluation_duration.observe(time.monotonic() - started)
         self.metrics.evaluations.inc()
         self.metrics.observe_events(events)
@@ -470,6 +510,24 @@ class DaemonApp:
                 model=event.subject.model,
                 confidence=round(event.confidence, 3),
                 summary=event.summary,
+            )
+        return events
+
+    def _evaluate_now(self, now: float) -> list[IncidentEvent]:
+        """Run the engine, or in the features mode judge the rules' alerts on the snapshot."""
+        if self.recorded is None or self.features_source is None or self.cause_alerts is None:
+            return self.engine.evaluate(now)
+        events = self.recorded.evaluate(
+            self.features_source.latest, self.cause_alerts.firing(now), now
+        )
+        unjudged = self.recorded.unjudged
+        if unjudged and (count := self._unjudged_log.tally("unjudged", len(unjudged))):
+            latest = self.features_source.latest
+            self._log.warning(
+                "rule alerts not acted on: no fresh recorded features for their subjects",
+                alerts=[f"{'/'.join(key)} {cause}" for key, cause in unjudged[:10]],
+                since_last_line=count,
+                read_error=_shown(latest.error) if latest is not None else "nothing read yet",
             )
         return events
 
@@ -540,7 +598,7 @@ class DaemonApp:
                 interval_s=source.interval_s,
             )
             previous = started
-            if result.samples:
+            if result.samples or (source is self.features_source and result.ok):
                 self._scraped.set()
             await self._sleep(source.interval_s - (time.monotonic() - started))
 
@@ -783,6 +841,8 @@ class DaemonApp:
             alerts=len(alerts),
             names=sorted({a.name for a in alerts}),
         )
+        if self.cause_alerts is not None:
+            self.cause_alerts.update(alerts, self.clock())
         if self._on_alerts is not None:
             await self._on_alerts(alerts)
 
@@ -952,6 +1012,7 @@ class DaemonApp:
             shard=f"{self.shard.index} of {self.shard.count}",
             discovery=self.settings.discovery.namespaces or None,
             prometheus=redact_url(self.settings.prometheus_url or "") or None,
+            prometheus_mode=self.settings.prometheus_mode if self.settings.prometheus_url else None,
             dry_run=self.settings.dry_run.as_dict(),
             listen=self.settings.listen,
         )
