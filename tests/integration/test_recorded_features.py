@@ -47,6 +47,7 @@ from tritonguard.core.rules_export import (
     rule_file,
     rule_group,
 )
+from tritonguard.core.shards import SeriesFilter, Shard
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import PlaybookService, build_service
 from tritonguard.settings import Settings
@@ -160,7 +161,12 @@ def queries_served(prom: PrometheusProcess) -> float:
     )
 
 
-def source_on(url: str, max_response_bytes: int | None = None) -> RecordedFeatureSource:
+def source_on(
+    url: str,
+    max_response_bytes: int | None = None,
+    shard: SeriesFilter | None = None,
+    concurrency: int = 4,
+) -> RecordedFeatureSource:
     """Return the features source the daemon builds, on ``url``."""
     return RecordedFeatureSource(
         PrometheusQueryClient(url, timeout_s=2.0, max_response_bytes=max_response_bytes),
@@ -168,6 +174,8 @@ def source_on(url: str, max_response_bytes: int | None = None) -> RecordedFeatur
         thresholds=THRESHOLDS,
         interval_s=INTERVAL_S,
         deadline_s=3.0,
+        shard_filter=shard,
+        concurrency=concurrency,
     )
 
 
@@ -189,6 +197,11 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
             before_proxy, before_prom = len(proxy.seen), queries_served(prom)
             result = await source.poll()
             counted.append((len(proxy.seen) - before_proxy, queries_served(prom) - before_prom))
+        # Two shards: the pods' one workload (ranker, a StatefulSet) is one shard's alone.
+        shards = [source_on(prom.url, shard=SeriesFilter(Shard(i, 2))) for i in range(2)]
+        for sharded in shards:
+            await sharded.poll()
+            await sharded.close()
         direct = {
             r["metric"]["pod"]: float(r["value"][1]) for r in prom.query("tritonguard:queue_share")
         }
@@ -209,6 +222,48 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
     assert "symptom" in snapshot.extra[_key(SICK)]
     assert "symptom" not in snapshot.extra.get(_key(WELL), {})
     assert snapshot.confidences[_key(SICK)]["batching_delay"] >= THRESHOLDS.open_confidence
+    owner = Shard(0, 2).owns(SICK.namespace, "ranker")
+    kept = [set(s.latest.features) if s.latest is not None else None for s in shards]
+    assert kept == (
+        [{_key(SICK), _key(WELL)}, set()] if owner else [set(), {_key(SICK), _key(WELL)}]
+    )
+
+
+async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
+    tmp_path: Path,
+) -> None:
+    """An answer with NaN and a subject twice: those values are unknown, the read goes on.
+
+    The first feature query is answered by the proxy with one NaN series and two series of
+    the same pod; the daemon logs and counts them, and every other feature, from the real
+    Prometheus, is read and fresh.
+    """
+    sick = {"namespace": SICK.namespace, "pod": SICK.pod}
+    odd = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {**sick, "replica": "a"}, "value": [0, "1"]},
+                {"metric": {**sick, "replica": "b"}, "value": [0, "1"]},
+                {"metric": {"namespace": "search", "pod": WELL.pod}, "value": [0, "NaN"]},
+            ],
+        },
+    }
+    async with fleet(tmp_path) as (prom, _), FaultProxy(prom.url) as proxy:
+        await until(lambda: firing(prom), 60.0, prom.log_tail)
+        # One query at a time, so the odd answer is the first feature's, the pod's own.
+        source = source_on(proxy.url, concurrency=1)
+        proxy.add("GET", r"/api/v1/query", Answer(200, odd), times=1)
+        result = await source.poll()
+        await source.close()
+    snapshot = source.latest
+    assert result.ok and snapshot is not None and snapshot.ok
+    # The NaN is dropped where Prometheus' answer is read; the duplicate is a conflict.
+    assert FEATURES[0] == "pod_seen" and snapshot.problems() == {"conflicts": 1}
+    assert "pod_seen" not in snapshot.pods[(SICK.namespace, SICK.pod)]
+    assert (WELL.namespace, WELL.pod) not in snapshot.pods
+    assert snapshot.fresh(_key(SICK)) is not None and snapshot.fresh(_key(WELL)) is not None
 
 
 @dataclass(frozen=True)
