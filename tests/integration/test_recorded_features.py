@@ -57,8 +57,11 @@ pytestmark = pytest.mark.live
 
 INTERVAL_S = 0.5
 # Windows of a few seconds so the rules fire within seconds of Prometheus' start; data is
-# stale 3 s after the rules last wrote it.
-THRESHOLDS = FAST.model_copy(update={"rate_window_s": 3.0, "stale_after_min_s": 3.0})
+# stale 3 s after the rules last wrote it. Each 0.5 s evaluation counts on its own (no
+# hold, as at coarse scrapes), so an incident also resolves within seconds of its fix.
+THRESHOLDS = FAST.model_copy(
+    update={"rate_window_s": 3.0, "stale_after_min_s": 3.0, "hold_single_scrape_s": 0.5}
+)
 SICK = Subject("search", "ranker", "ranker-0")
 WELL = Subject("search", "ranker", "ranker-1")
 FEATURES = recorded_features(compile_rules(THRESHOLDS, INTERVAL_S))
@@ -123,19 +126,19 @@ def start_rules_prometheus(
 @asynccontextmanager
 async def fleet(
     tmp_path: Path, alertmanager: str | None = None
-) -> AsyncIterator[tuple[PrometheusProcess, MetricsServer]]:
+) -> AsyncIterator[tuple[PrometheusProcess, BatchingTriton]]:
     """Serve the two Tritons and run Prometheus on them until the block ends.
 
-    Yields Prometheus and the sick Triton's server (stopping it takes the pod away).
+    Yields Prometheus and the sick Triton (``healthy`` fixes it).
     """
-    well = BatchingTriton()
+    well, sick = BatchingTriton(), BatchingTriton()
     well.healthy = True
-    sick_server = await MetricsServer(render=BatchingTriton().render).start()
+    sick_server = await MetricsServer(render=sick.render).start()
     well_server = await MetricsServer(render=well.render).start()
     pods = {SICK.pod: sick_server.host_port, WELL.pod: well_server.host_port}
     prom = await asyncio.to_thread(start_rules_prometheus, tmp_path / "prom", pods, alertmanager)
     try:
-        yield prom, sick_server
+        yield prom, sick
     finally:
         await asyncio.to_thread(prom.stop)
         await sick_server.stop()
@@ -416,7 +419,7 @@ def features_settings(tmp_path: Path, prometheus_url: str, playbook: str) -> Set
 @asynccontextmanager
 async def features_daemon(
     tmp_path: Path, alertmanager: StartAlertmanager, playbook: str
-) -> AsyncIterator[tuple[Watch, str, PrometheusProcess, MetricsServer]]:
+) -> AsyncIterator[tuple[Watch, str, PrometheusProcess, BatchingTriton]]:
     """Run the fleet, Alertmanager posting to the daemon, and the daemon reading the rules."""
     # Prometheus is not up yet: its address is fixed first, so the daemon can be built.
     proxy = await FaultProxy("http://127.0.0.1:1").start()
@@ -470,6 +473,30 @@ async def test_a_rule_alert_opens_the_incident_and_verify_judges_the_recorded_fe
     verify = next(t for t in trail if t[1] == "verify")
     assert verify[2] == "failed", trail
     assert "verify failed: queue_share=0.9" in verify[4], verify
+
+
+async def test_the_resolved_alert_and_recovered_features_resolve_the_incident(
+    tmp_path: Path, alertmanager: StartAlertmanager
+) -> None:
+    """The fault is fixed: the rule stops firing, Alertmanager says so, the incident resolves.
+
+    It resolves with recovery evidence (the recorded symptom is gone), and the daemon then
+    reads the subject as recovered.
+    """
+    async with features_daemon(tmp_path, alertmanager, LATER) as (watch, _, prom, sick):
+        app = watch.app
+        await until(lambda: watch.opened() is not None, 90.0, prom.log_tail)
+        sick.healthy = True
+        await until(
+            lambda: any(e.event == "resolved" for e in watch.events), 60.0, lambda: watch.events
+        )
+        recovered = app.engine.recovered(SICK, app.clock())
+        alerts = app.cause_alerts.firing(app.clock()) if app.cause_alerts is not None else None
+    kinds = [e.event for e in watch.events if e.subject == SICK]
+    assert kinds[0] == "opened" and kinds[-1] == "resolved", kinds
+    resolved = watch.events[-1]
+    assert resolved.recovered and resolved.cause == "batching_delay"
+    assert recovered and alerts == {}
 
 
 async def test_prometheus_down_leaves_the_daemon_up_and_stops_the_playbook_as_stale(
