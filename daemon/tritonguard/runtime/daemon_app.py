@@ -213,6 +213,7 @@ class DaemonApp:
             else None
         )
         self._unjudged_log = LogThrottle(60.0)
+        self._judged_snapshot: object = None
         self.http: HttpServer | None = None
         self._playbooks = playbooks
         self._on_events = on_events
@@ -517,12 +518,22 @@ class DaemonApp:
         """Run the engine, or in the features mode judge the rules' alerts on the snapshot."""
         if self.recorded is None or self.features_source is None or self.cause_alerts is None:
             return self.engine.evaluate(now)
-        events = self.recorded.evaluate(
-            self.features_source.latest, self.cause_alerts.firing(now), now
-        )
+        latest = self.features_source.latest
+        events = self.recorded.evaluate(latest, self.cause_alerts.firing(now), now)
+        if latest is not None and latest is not self._judged_snapshot:
+            # Once per read, not per evaluation: several evaluations may judge one read.
+            self._judged_snapshot = latest
+            problems = latest.problems()
+            if problems and (count := self._unjudged_log.tally("left_out")):
+                self._log.warning(
+                    "recorded features left out of the read",
+                    detail=problems,
+                    reads_since_last_line=count,
+                    hint="series without namespace and model or pod, not a number, or one "
+                    "subject answered twice (deduplicate replicas in the querier)",
+                )
         unjudged = self.recorded.unjudged
         if unjudged and (count := self._unjudged_log.tally("unjudged", len(unjudged))):
-            latest = self.features_source.latest
             self._log.warning(
                 "rule alerts not acted on: no fresh recorded features for their subjects",
                 alerts=[f"{'/'.join(key)} {cause}" for key, cause in unjudged[:10]],

@@ -28,7 +28,6 @@ from tritonguard.core.feature_rows import (
 from tritonguard.core.samples import make_labels
 from tritonguard.core.shards import SeriesFilter
 from tritonguard.core.thresholds import Thresholds
-from tritonguard.logs import get_logger
 from tritonguard.sources.source_status import PollResult, SourceStatus
 
 # Queries in flight at once: enough to overlap Prometheus' work with the answers' parsing,
@@ -73,7 +72,6 @@ class RecordedFeatureSource:
         self._concurrency = max(1, concurrency)
         self._clock = clock
         self._shard_filter = shard_filter
-        self._log = get_logger("tritonguard.sources.features")
 
     @property
     def max_age_s(self) -> float:
@@ -98,18 +96,12 @@ class RecordedFeatureSource:
         except* PrometheusQueryError as failed:
             # The first failure stops the others; one reason says what went wrong.
             error = str(failed.exceptions[0])
-        if error is None:
-            snapshot = builder.build()
-            problems = snapshot.problems()
-            if problems:
-                self._log.warning(
-                    "recorded features left out",
-                    detail=problems,
-                    hint="series without namespace/model, not a number, or one subject "
-                    "answered twice (deduplicate replicas in the querier)",
-                )
-        else:
-            snapshot = failed_snapshot(now, self.interval_s, builder.window_s, error)
+        # What was left out of a good read (snapshot.problems()) the daemon logs, throttled.
+        snapshot = (
+            builder.build()
+            if error is None
+            else failed_snapshot(now, self.interval_s, builder.window_s, error)
+        )
         self.latest = snapshot
         status = SourceStatus(
             source=self.name,
