@@ -193,3 +193,20 @@ def test_a_resolved_alert_resolves_only_once_the_features_show_recovery() -> Non
     (resolved,) = rec.evaluate(well, {}, later + 1.0)
     assert resolved.event == "resolved" and resolved.recovered
     assert engine.recovered(SUBJECT, later + 1.5)
+
+
+def test_a_fleet_group_counts_the_pods_the_recorded_features_show() -> None:
+    """The group opened on recorded features says how many pods serve the model.
+
+    Three pods report resnet; one of them fires: its group is 1 of 3, as the engine's own
+    evaluation would count it, not "of 0" (unknown).
+    """
+    engine, rec = _engine()
+    b = SnapshotBuilder(T, 15.0, 1000.0)
+    for name, value in (("request_rate", 40.0), ("queue_share", 0.92), ("busy_instances", 0.05)):
+        b.add(name, [_row(value, pod=pod) for pod in ("triton-0", "triton-1", "triton-2")])
+    events = rec.evaluate(b.build(), _firing(), 1000.0)
+    opened = [e for e in events if e.event == "opened"]
+    assert len(opened) == 1 and opened[0].group is not None
+    assert opened[0].group.of == 3
+    assert engine.evaluations == 1 and engine.last_evaluated == 1000.0

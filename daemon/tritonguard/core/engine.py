@@ -283,15 +283,24 @@ class Engine:
         """Take baselines saved before a restart; return how many the memory bound let in."""
         return sum(self.history.carry(key, at, baseline) for key, at, baseline in saved)
 
-    def evaluate(self, now: float) -> list[IncidentEvent]:
-        """Evaluate every subject at ``now``; return incident transitions."""
+    def note_evaluation(self, keys: list[SubjectKey], now: float) -> None:
+        """Count an evaluation at ``now`` over ``keys``, the subjects in view.
+
+        ``evaluate`` calls it; so does a caller judging subjects from features computed
+        elsewhere (the exported rules' recorded features), so that the evaluation count,
+        its time and the pods serving each model (fleet groups) are the engine's alike.
+        """
         self.evaluations += 1
         self.last_evaluated = now
+        self._pod_keys, self._model_pods = keys, None
+
+    def evaluate(self, now: float) -> list[IncidentEvent]:
+        """Evaluate every subject at ``now``; return incident transitions."""
         events: list[IncidentEvent] = []
         self.store.expire(now)
         reader = FeatureReader(self.store, self.t, now)
         keys = reader.subjects()
-        self._pod_keys, self._model_pods = keys, None
+        self.note_evaluation(keys, now)
         for key in keys:
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):

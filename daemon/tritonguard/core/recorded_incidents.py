@@ -293,9 +293,13 @@ class RecordedIncidents:
     ) -> list[IncidentEvent]:
         """Evaluate at ``now``: one book observation per fresh subject; return transitions."""
         engine, t = self.engine, self.engine.t
-        engine.evaluations += 1
-        engine.last_evaluated = now
         usable = snapshot is not None and snapshot.ok and 0.0 <= now - snapshot.at <= self.max_age_s
+        fresh = (
+            [k for k, f in snapshot.features.items() if f.fresh]
+            if snapshot is not None and usable
+            else []
+        )
+        engine.note_evaluation(fresh, now)
         events: list[IncidentEvent] = []
         judged: set[SubjectKey] = set()
         if snapshot is not None and usable:
