@@ -124,6 +124,7 @@ class ChurnRun:
     warmup_min: float
     wall_s: float
     cpu_s: float
+    churn_every: int
 
     def report(self) -> list[str]:
         """Return the readings, then the ratios after the warm-up."""
@@ -137,7 +138,14 @@ class ChurnRun:
         if len(steady) < 2:
             lines.append("too short for a reading after the warm-up")
             return lines
-        first, last = steady[0], steady[-1]
+        first = steady[0]
+        # A reading just after a rollout holds the old pods and the new ones together: the
+        # last reading compared is a whole number of rollouts after the first, so both stand
+        # at the same point of the cycle.
+        cycle_min = self.churn_every * INTERVAL_S / 60
+        same = [r for r in steady if round(r.minute - first.minute, 6) % cycle_min == 0]
+        steady = steady[: steady.index(same[-1]) + 1]
+        last = steady[-1]
 
         def ratios(label: str, values: Sequence[float]) -> str:
             return (
@@ -146,7 +154,8 @@ class ChurnRun:
             )
 
         lines.append(
-            f"after the warm-up ({first.minute:.0f} to {last.minute:.0f} min): "
+            f"after the warm-up ({first.minute:.0f} to {last.minute:.0f} min, the same point "
+            "of the rollout cycle): "
             + "; ".join(
                 (
                     ratios("RSS", [r.rss_mb for r in steady]),
@@ -159,7 +168,7 @@ class ChurnRun:
         )
         lines.append(
             f"RSS {first.rss_mb:.0f} MB at {first.minute:.0f} min, {last.rss_mb:.0f} MB at "
-            f"{last.minute:.0f} min, at most {max(r.rss_mb for r in steady):.0f} MB; peak "
+            f"{last.minute:.0f} min, at most {max(r.rss_mb for r in self.readings):.0f} MB; peak "
             f"over the run {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
         )
         return lines
@@ -222,6 +231,7 @@ def run(
         warmup_min,
         time.monotonic() - wall0,
         time.process_time() - cpu0,
+        churn_every,
     )
 
 

@@ -219,7 +219,7 @@ class FleetCost:
                 f"  the daemon's evaluation tick for the same fleet: "
                 f"{self.daemon_tick_s * 1e3:.0f} ms CPU "
                 f"({self.daemon_tick_s / self.subjects * 1e6:.0f} us a subject), "
-                f"{self.daemon_tick_s / ours:.1f}x the rule group's evaluation"
+                f"the rule group's evaluation takes {ours / self.daemon_tick_s:.1f}x as long"
             )
         return out
 
