@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
+import urllib3
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
@@ -41,34 +42,86 @@ class _ResponseTooLarge(requests.RequestException):
     """Prometheus' answer passed the byte cap, or took longer than the timeout to arrive."""
 
 
+class _BodyFailed(requests.RequestException):
+    """Prometheus' answer broke off, stalled or could not be decoded while it was read."""
+
+
+# Each read takes what has arrived, up to this much, so the deadline is checked between reads
+# however slowly the body comes.
+_READ_BYTES = 64 * 1024
+
+
 def _capped_body(max_bytes: int, timeout_s: float) -> Any:
     """Return a response hook reading the body itself, at most ``max_bytes`` within ``timeout_s``.
 
     requests reads the body after its response hooks, so this one bounds what a huge or
     trickling answer costs before the SDK parses it: the socket timeout alone would let a
-    server that sends a byte a second hold a worker thread for ever.
+    server that sends a byte a second hold a worker thread for ever. A declared length above
+    the cap fails at once; otherwise each read returns what has arrived (``read1``) with the
+    socket's timeout cut to what is left of the deadline, so the call ends about on time.
+    urllib3's own errors (a body cut short, a stalled read, bad gzip) are raised here, where
+    requests would have wrapped them, so the query fails rather than the caller's loop.
     """
 
     def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
         deadline = time.monotonic() + timeout_s
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            response.close()
+            raise _ResponseTooLarge(
+                f"answer larger than {max_bytes} bytes (Content-Length is {declared}); "
+                "nothing of it is used",
+                response=response,
+            )
+        raw = response.raw
         chunks: list[bytes] = []
         size = 0
-        for chunk in response.raw.stream(64 * 1024, decode_content=True):
-            size += len(chunk)
-            if size > max_bytes or time.monotonic() > deadline:
-                response.close()
-                why = (
-                    f"answer larger than {max_bytes} bytes"
-                    if size > max_bytes
-                    else f"answer still arriving after {timeout_s:g}s"
-                )
-                raise _ResponseTooLarge(why + "; nothing of it is used", response=response)
-            chunks.append(chunk)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    response.close()
+                    raise _ResponseTooLarge(
+                        f"answer still arriving after {timeout_s:g}s; nothing of it is used",
+                        response=response,
+                    )
+                _set_read_timeout(raw, left)
+                chunk = raw.read1(_READ_BYTES, decode_content=True)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    response.close()
+                    raise _ResponseTooLarge(
+                        f"answer larger than {max_bytes} bytes; nothing of it is used",
+                        response=response,
+                    )
+                chunks.append(chunk)
+        except urllib3.exceptions.ReadTimeoutError:
+            response.close()
+            raise _BodyFailed(
+                f"answer stalled: not read whole within {timeout_s:g}s; nothing of it is used",
+                response=response,
+            ) from None
+        except urllib3.exceptions.HTTPError as exc:
+            response.close()
+            raise _BodyFailed(
+                f"answer broke off while it was read ({type(exc).__name__}: {_first_line(exc)}); "
+                "nothing of it is used",
+                response=response,
+            ) from None
         # What requests would have read, so the SDK finds the body in place.
         response._content = b"".join(chunks)
         response._content_consumed = True
 
     return hook
+
+
+def _set_read_timeout(raw: Any, seconds: float) -> None:
+    """Bound the next socket read to ``seconds`` (urllib3 sets it anew for the next request)."""
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(max(0.01, seconds))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +185,8 @@ class PrometheusQueryClient:
             ) from None
         except PrometheusApiClientException as exc:
             raise PrometheusQueryError(f"{self.url}: {_first_line(exc)}") from None
+        except _BodyFailed as exc:
+            raise PrometheusQueryError(f"{self.url}: query {promql[:200]!r}: {exc}") from None
         except requests.RequestException as exc:
             raise PrometheusQueryError(f"{self.url}: {_describe_request_error(exc)}") from None
         except (ValueError, KeyError, TypeError) as exc:
@@ -176,7 +231,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _describe_request_error(exc: requests.RequestException) -> str:
-    if isinstance(exc, _RedirectRefused | _ResponseTooLarge):
+    if isinstance(exc, _RedirectRefused | _ResponseTooLarge | _BodyFailed):
         return str(exc)
     if isinstance(exc, requests.exceptions.JSONDecodeError):
         # A proxy's error page or a truncated answer, served as 200.

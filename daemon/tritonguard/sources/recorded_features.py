@@ -28,6 +28,7 @@ from tritonguard.core.feature_rows import (
 from tritonguard.core.samples import make_labels
 from tritonguard.core.shards import SeriesFilter
 from tritonguard.core.thresholds import Thresholds
+from tritonguard.logs import get_logger
 from tritonguard.sources.source_status import PollResult, SourceStatus
 
 # Queries in flight at once: enough to overlap Prometheus' work with the answers' parsing,
@@ -35,6 +36,7 @@ from tritonguard.sources.source_status import PollResult, SourceStatus
 DEFAULT_QUERY_CONCURRENCY = 4
 # A shard keeps a subject by the workload of its pod, as it keeps Triton's own series.
 _SHARDED_AS = "nv_inference_request_success"
+_log = get_logger("tritonguard.sources.recorded_features")
 
 
 class RecordedFeatureSource:
@@ -96,6 +98,18 @@ class RecordedFeatureSource:
         except* PrometheusQueryError as failed:
             # The first failure stops the others; one reason says what went wrong.
             error = str(failed.exceptions[0])
+        except* Exception as broken:
+            # Last resort: whatever else a read raises fails this snapshot, not the source's
+            # loop (which the supervisor would restart, and ``--once`` would raise).
+            first = broken.exceptions[0]
+            _log.error(
+                "feature read failed unexpectedly",
+                url=self._client.url,
+                error=f"{type(first).__name__}: {first}",
+                exc_info=first,
+            )
+            if error is None:
+                error = f"{self._client.url}: feature read failed ({type(first).__name__}: {first})"
         # What was left out of a good read (snapshot.problems()) the daemon logs, throttled.
         snapshot = (
             builder.build()
