@@ -210,3 +210,42 @@ def test_a_fleet_group_counts_the_pods_the_recorded_features_show() -> None:
     assert len(opened) == 1 and opened[0].group is not None
     assert opened[0].group.of == 3
     assert engine.evaluations == 1 and engine.last_evaluated == 1000.0
+
+
+def test_a_clashed_symptom_or_request_rate_never_reads_as_recovered() -> None:
+    """A symptom or request rate read twice is unknown: the subject is not shown recovered.
+
+    Deleting the clashed symptom must not read as its absence, which would resolve an open
+    incident with recovered=True on data that cannot be told apart.
+    """
+    b = _snapshot(request_rate=40.0)
+    b.add("symptom", [_row(1.0), _row(0.0)])
+    assert not b.build().recovered(KEY)
+    c = _snapshot(request_rate=40.0)
+    c.add("request_rate", [_row(40.0)])
+    assert not c.build().recovered(KEY)
+    assert _snapshot(request_rate=40.0).build().recovered(KEY)
+
+
+def test_a_clashed_symptom_leaves_the_incident_open() -> None:
+    """With its alert resolved, an incident stays open while the symptom series clash."""
+    engine, rec = _engine()
+    rec.evaluate(_snapshot(request_rate=40.0).build(), _firing(), 1000.0)
+    later = 1000.0 + T.resolve_after_s + 1.0
+    clash = _snapshot(at=later, request_rate=40.0)
+    clash.add("symptom", [_row(1.0), _row(1.0)])
+    assert rec.evaluate(clash.build(), {}, later) == []
+    assert engine.book.is_open(SUBJECT) and not engine.recovered(SUBJECT, later + 0.5)
+
+
+def test_shedding_is_not_recovery_even_without_a_symptom() -> None:
+    """Rejecting 75 % of requests keeps the incident open, as the engine's own recovery does."""
+    engine, rec = _engine()
+    rec.evaluate(_snapshot(request_rate=40.0).build(), _firing(), 1000.0)
+    later = 1000.0 + T.resolve_after_s + 1.0
+    shedding = _snapshot(at=later, request_rate=10.0, failure_rejected=30.0).build()
+    assert rec.evaluate(shedding, {}, later) == []
+    assert engine.book.is_open(SUBJECT) and not engine.recovered(SUBJECT, later + 0.5)
+    served = _snapshot(at=later + 1.0, request_rate=40.0, failure_rejected=0.0).build()
+    (resolved,) = rec.evaluate(served, {}, later + 1.0)
+    assert resolved.event == "resolved" and resolved.recovered

@@ -13,7 +13,8 @@ What the answers may hold that the daemon must not act on, and what becomes of i
 - a value that is not a finite number (NaN, ±Inf): unknown, never zero;
 - two series of one feature for one subject (an HA pair read through a querier without
   deduplication, a clash across clusters): the feature is unknown for that subject, since
-  which one holds cannot be told;
+  which one holds cannot be told, and a clashed ``symptom`` or ``request_rate`` never reads
+  as recovered;
 - a subject without a fresh ``request_rate``: its FeatureSet is not fresh, so no guard,
   verify step or incident acts on it;
 - an evaluation whose queries did not all succeed: the snapshot is not ``ok`` and no subject
@@ -35,6 +36,8 @@ from tritonguard.core.thresholds import Thresholds
 CONFIDENCE = "cause_confidence"
 # The feature every served subject has: without a fresh one the subject is missing data.
 PRESENCE = "request_rate"
+# The recorded feature present while the subject shows the symptom, absent once it does not.
+SYMPTOM = "symptom"
 # FeatureSet's fields that are not features but describe the reading.
 _META = frozenset({"window_s", "interval_s", "fresh"})
 FEATURE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(FeatureSet)) - _META
@@ -94,6 +97,8 @@ class FeatureSnapshot:
     unlabelled: int = 0
     not_finite: int = 0
     conflicts: int = 0
+    # (subject, feature) read more than once: unknown there, and never read as absent.
+    clashed: frozenset[tuple[SubjectKey, str]] = frozenset()
 
     def fresh(self, key: SubjectKey) -> FeatureSet | None:
         """Return a subject's features if this snapshot may be acted on, else None."""
@@ -101,8 +106,14 @@ class FeatureSnapshot:
         return f if self.ok and f is not None and f.fresh else None
 
     def recovered(self, key: SubjectKey) -> bool:
-        """Whether fresh recorded features show the subject without a symptom."""
-        return self.fresh(key) is not None and "symptom" not in self.extra.get(key, {})
+        """Whether fresh recorded features show the subject without a symptom.
+
+        A symptom or request rate read twice (clashed) is unknown, not absent: the subject
+        is not shown recovered, since one of the two series may well say it is still sick.
+        """
+        if (key, SYMPTOM) in self.clashed or (key, PRESENCE) in self.clashed:
+            return False
+        return self.fresh(key) is not None and SYMPTOM not in self.extra.get(key, {})
 
     def problems(self) -> dict[str, int]:
         """Return the series left out, by reason (only the reasons that occurred)."""
@@ -174,6 +185,7 @@ class SnapshotBuilder:
             unlabelled=self._unlabelled,
             not_finite=self._not_finite,
             conflicts=len(self._clashed),
+            clashed=frozenset(self._clashed),
         )
         for key, values in self._values.items():
             known = {k: v for k, v in values.items() if k in FEATURE_FIELDS}

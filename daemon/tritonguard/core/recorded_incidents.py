@@ -32,6 +32,7 @@ from tritonguard.core.findings import CAUSES, Evidence, Finding, Fix, IncidentEv
 from tritonguard.core.humanize import label as evidence_label
 from tritonguard.core.humanize import value as evidence_value
 from tritonguard.core.rules_export import CAUSE_TEXT, alert_name
+from tritonguard.core.symptoms import is_shedding
 
 CAUSE_OF_ALERT: dict[str, str] = {alert_name(c): c for c in CAUSES}
 # What each cause's incident shows of the recorded features, the deciding ones first: the
@@ -338,7 +339,9 @@ class RecordedIncidents:
             for c in CAUSES
             if c in causes
         ]
-        recovered = snapshot.recovered(key) and not causes
+        # As the engine's own recovery: a server still turning a real share of requests away
+        # has not recovered, however its served requests' latency looks.
+        recovered = snapshot.recovered(key) and not causes and not is_shedding(features, t)
         reasons = ("recorded symptom",) if "symptom" in snapshot.extra.get(key, {}) else ()
         engine.last_diagnoses[key] = Diagnosis(
             subject, features, None, findings, reasons, recovered
