@@ -9,6 +9,8 @@ on the client's timeout rather than hold a worker thread.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import socket
 import threading
 import time
@@ -103,6 +105,26 @@ def whole(handler: BaseHTTPRequestHandler) -> None:
     handler.wfile.write(BODY)
 
 
+NAN_BODY = json.dumps(
+    {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"namespace": "n", "pod": "p", "model": "m"}, "value": [0, "NaN"]},
+                {"metric": {"namespace": "n", "pod": "q", "model": "m"}, "value": [0, "2"]},
+            ],
+        },
+    }
+).encode()
+
+
+def nan_answer(handler: BaseHTTPRequestHandler) -> None:
+    """Answer one NaN series and one finite one."""
+    _headers(handler, len(NAN_BODY))
+    handler.wfile.write(NAN_BODY)
+
+
 def _client(url: str, timeout_s: float = 2.0) -> PrometheusQueryClient:
     return PrometheusQueryClient(url, timeout_s=timeout_s, max_response_bytes=64 * 1024)
 
@@ -180,7 +202,9 @@ async def test_a_cut_short_body_fails_the_poll_not_the_source() -> None:
 
 
 class _Broken(PrometheusQueryClient):
-    async def instant_query(self, promql: str, at: float | None = None) -> list[PromSample]:
+    async def instant_query(
+        self, promql: str, at: float | None = None, *, keep_nan: bool = False
+    ) -> list[PromSample]:
         raise RuntimeError("something no handler names")
 
 
@@ -193,3 +217,35 @@ async def test_any_other_error_of_a_read_is_a_failed_snapshot() -> None:
     assert not result.statuses[0].ok
     assert source.latest is not None and not source.latest.ok
     assert "something no handler names" in (source.latest.error or "")
+
+
+async def test_nan_is_dropped_by_default_and_kept_when_asked() -> None:
+    """A plain query drops NaN (the raw mode's behaviour); ``keep_nan`` returns it as NaN."""
+    with serving(nan_answer) as url:
+        client = _client(url)
+        try:
+            plain = await client.instant_query("x")
+            kept = await client.instant_query("x", keep_nan=True)
+        finally:
+            await client.close()
+    assert [s.value for s in plain] == [2.0]
+    assert len(kept) == 2 and math.isnan(kept[0].value) and kept[1].value == 2.0
+
+
+async def test_a_nan_feature_is_counted_as_not_finite_in_the_snapshot() -> None:
+    """The features source keeps NaN so the snapshot counts it as not finite, as documented."""
+    with serving(nan_answer) as url:
+        source = RecordedFeatureSource(
+            _client(url), features=["request_rate"], thresholds=Thresholds()
+        )
+        try:
+            await source.poll()
+        finally:
+            await source.close()
+    snapshot = source.latest
+    assert snapshot is not None and snapshot.ok
+    # Both queries (request_rate, cause_confidence) answer one NaN series each; the
+    # confidence's finite series has no cause label.
+    assert snapshot.problems() == {"not_finite": 2, "unlabelled": 1}
+    assert snapshot.fresh(("n", "q", "m")) is not None
+    assert ("n", "p", "m") not in snapshot.features

@@ -262,8 +262,9 @@ async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
         await source.close()
     snapshot = source.latest
     assert result.ok and snapshot is not None and snapshot.ok
-    # The NaN is dropped where Prometheus' answer is read; the duplicate is a conflict.
-    assert FEATURES[0] == "pod_seen" and snapshot.problems() == {"conflicts": 1}
+    # The NaN is counted as not finite; the duplicate is a conflict.
+    assert FEATURES[0] == "pod_seen"
+    assert snapshot.problems() == {"conflicts": 1, "not_finite": 1}
     assert "pod_seen" not in snapshot.pods[(SICK.namespace, SICK.pod)]
     assert (WELL.namespace, WELL.pod) not in snapshot.pods
     assert snapshot.fresh(_key(SICK)) is not None and snapshot.fresh(_key(WELL)) is not None

@@ -169,11 +169,14 @@ class PrometheusQueryClient:
             timeout=timeout_s,  # type: ignore[arg-type]  # requests takes float s; the hint says int
         )
 
-    async def instant_query(self, promql: str, at: float | None = None) -> list[PromSample]:
+    async def instant_query(
+        self, promql: str, at: float | None = None, *, keep_nan: bool = False
+    ) -> list[PromSample]:
         """Evaluate ``promql`` at ``at`` (default: now); return every sample of every series.
 
         Vector results give one sample per series at the evaluation time; a range selector
         (``metric[1m]``) gives the raw samples with the timestamps they were scraped at.
+        NaN values are dropped unless ``keep_nan``, for a caller that counts them itself.
         """
         params = {} if at is None else {"time": f"{at:.3f}"}
         try:
@@ -192,7 +195,7 @@ class PrometheusQueryClient:
         except (ValueError, KeyError, TypeError) as exc:
             raise PrometheusQueryError(f"{self.url}: malformed response ({exc})") from None
         try:
-            return _to_samples(raw)
+            return _to_samples(raw, keep_nan=keep_nan)
         except PrometheusQueryError as exc:
             raise PrometheusQueryError(f"{self.url}: {exc}") from None
 
@@ -203,8 +206,8 @@ class PrometheusQueryClient:
             await asyncio.to_thread(session.close)
 
 
-def _to_samples(raw: Any) -> list[PromSample]:
-    """Flatten a vector or matrix result into samples; reject anything else."""
+def _to_samples(raw: Any, *, keep_nan: bool = False) -> list[PromSample]:
+    """Flatten a vector or matrix result into samples (NaN only with ``keep_nan``)."""
     if not isinstance(raw, list):
         raise PrometheusQueryError(f"unexpected result type {type(raw).__name__}")
     samples: list[PromSample] = []
@@ -215,7 +218,7 @@ def _to_samples(raw: Any) -> list[PromSample]:
             for ts, text in points:
                 value = float(text)
                 # Prometheus returns "NaN" for stale or undefined values; they carry no data.
-                if math.isnan(value):
+                if math.isnan(value) and not keep_nan:
                     continue
                 samples.append(PromSample(metric=metric, value=value, timestamp=float(ts)))
     except (AttributeError, TypeError, ValueError, KeyError) as exc:

@@ -10,7 +10,8 @@ What the answers may hold that the daemon must not act on, and what becomes of i
 - a series of a pod rather than a model (``pod_seen``): kept by pod, beside the subjects;
 - a series without ``namespace``, or without both ``model`` and ``pod``: not a subject,
   dropped and counted;
-- a value that is not a finite number (NaN, ±Inf): unknown, never zero;
+- a value that is not a finite number (NaN, ±Inf; the features source keeps Prometheus' NaN
+  for this): unknown, never zero, and counted;
 - two series of one feature for one subject (an HA pair read through a querier without
   deduplication, a clash across clusters): the feature is unknown for that subject, since
   which one holds cannot be told, and a clashed ``symptom`` or ``request_rate`` never reads

@@ -137,7 +137,10 @@ class RecordedFeatureSource:
             nonlocal read
             for name in names:
                 self.queries += 1
-                raw = await self._client.instant_query(feature_query(name, self.window_s), at=at)
+                # NaN is kept so the snapshot counts it as not finite rather than losing it.
+                raw = await self._client.instant_query(
+                    feature_query(name, self.window_s), at=at, keep_nan=True
+                )
                 rows = [Row(s.metric, s.value) for s in raw if self._keeps(s.metric)]
                 builder.add(name, rows)
                 read += len(rows)
