@@ -25,6 +25,8 @@ from tritonguard.clients.prometheus_query import (
     PrometheusQueryError,
     PromSample,
 )
+from tritonguard.core.feature_rows import FEATURE_FIELDS
+from tritonguard.core.rules_export import compile_rules, recorded_features
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.sources.recorded_features import RecordedFeatureSource
 
@@ -249,3 +251,18 @@ async def test_a_nan_feature_is_counted_as_not_finite_in_the_snapshot() -> None:
     assert snapshot.problems() == {"not_finite": 2, "unlabelled": 1}
     assert snapshot.fresh(("n", "q", "m")) is not None
     assert ("n", "p", "m") not in snapshot.features
+
+
+def test_a_poll_queries_only_the_features_an_evaluation_reads() -> None:
+    """FeatureSet's fields, the symptom and the confidences are queried; nothing else is.
+
+    The rules record their intermediate steps too; none of those is read, so none is sent.
+    """
+    recorded = recorded_features(compile_rules(Thresholds(), 15.0))
+    source = RecordedFeatureSource(
+        _client("http://127.0.0.1:9"), features=recorded, thresholds=Thresholds()
+    )
+    assert set(source.features) <= FEATURE_FIELDS | {"symptom", "cause_confidence"}
+    assert set(recorded) & FEATURE_FIELDS <= set(source.features)
+    assert {"symptom", "cause_confidence"} <= set(source.features)
+    assert "pod_seen" not in source.features and len(source.features) == 43

@@ -39,6 +39,7 @@ from tests.synthetic_triton import BatchingTriton
 from tests.webhook_harness import TOKEN
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.core.engine import Engine
+from tritonguard.core.feature_rows import read_features
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.rules_export import (
     compile_rules,
@@ -65,6 +66,8 @@ THRESHOLDS = FAST.model_copy(
 SICK = Subject("search", "ranker", "ranker-0")
 WELL = Subject("search", "ranker", "ranker-1")
 FEATURES = recorded_features(compile_rules(THRESHOLDS, INTERVAL_S))
+# What a poll queries of them: FeatureSet's fields and the symptom.
+READ = read_features(FEATURES)
 
 
 def _key(subject: Subject) -> tuple[str, str, str]:
@@ -209,7 +212,8 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
             r["metric"]["pod"]: float(r["value"][1]) for r in prom.query("tritonguard:queue_share")
         }
         await source.close()
-    per_poll = len(FEATURES) + 1
+    per_poll = len(READ) + 1
+    assert source.features == [*READ, "cause_confidence"] and "pod_seen" not in READ
     assert counted == [(per_poll, per_poll)] * 2, counted
     assert source.queries == 2 * per_poll
     assert result.ok and result.statuses[0].samples > 0
@@ -221,7 +225,6 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
     assert well.queue_share is not None and well.queue_share < 0.2
     assert sick.queue_share == pytest.approx(direct[SICK.pod], abs=0.05)
     assert sick.request_rate == pytest.approx(60.0, rel=0.1)
-    assert snapshot.pods[(SICK.namespace, SICK.pod)]["pod_seen"] == 1.0
     assert "symptom" in snapshot.extra[_key(SICK)]
     assert "symptom" not in snapshot.extra.get(_key(WELL), {})
     assert snapshot.confidences[_key(SICK)]["batching_delay"] >= THRESHOLDS.open_confidence
@@ -237,19 +240,27 @@ async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
 ) -> None:
     """An answer with NaN and a subject twice: those values are unknown, the read goes on.
 
-    The first feature query is answered by the proxy with one NaN series and two series of
-    the same pod; the daemon logs and counts them, and every other feature, from the real
+    The first feature query (``request_rate``) is answered by the proxy with one NaN series,
+    two series of one subject and the fleet's own two rates; the daemon counts the NaN as
+    not finite and the pair as a conflict, and every other feature, from the real
     Prometheus, is read and fresh.
     """
-    sick = {"namespace": SICK.namespace, "pod": SICK.pod}
+    other = {"namespace": SICK.namespace, "pod": SICK.pod, "model": "other"}
+    nan = {"namespace": WELL.namespace, "pod": WELL.pod, "model": "other"}
     odd = {
         "status": "success",
         "data": {
             "resultType": "vector",
             "result": [
-                {"metric": {**sick, "replica": "a"}, "value": [0, "1"]},
-                {"metric": {**sick, "replica": "b"}, "value": [0, "1"]},
-                {"metric": {"namespace": "search", "pod": WELL.pod}, "value": [0, "NaN"]},
+                {"metric": {**other, "replica": "a"}, "value": [0, "1"]},
+                {"metric": {**other, "replica": "b"}, "value": [0, "1"]},
+                {"metric": nan, "value": [0, "NaN"]},
+                # The fleet's own request rates, so its subjects stay fresh.
+                *(
+                    {"metric": {"namespace": s.namespace, "pod": s.pod, "model": s.model}}
+                    | {"value": [0, "60"]}
+                    for s in (SICK, WELL)
+                ),
             ],
         },
     }
@@ -263,10 +274,10 @@ async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
     snapshot = source.latest
     assert result.ok and snapshot is not None and snapshot.ok
     # The NaN is counted as not finite; the duplicate is a conflict.
-    assert FEATURES[0] == "pod_seen"
+    assert source.features[0] == "request_rate"
     assert snapshot.problems() == {"conflicts": 1, "not_finite": 1}
-    assert "pod_seen" not in snapshot.pods[(SICK.namespace, SICK.pod)]
-    assert (WELL.namespace, WELL.pod) not in snapshot.pods
+    assert snapshot.fresh((SICK.namespace, SICK.pod, "other")) is None
+    assert snapshot.fresh((WELL.namespace, WELL.pod, "other")) is None
     assert snapshot.fresh(_key(SICK)) is not None and snapshot.fresh(_key(WELL)) is not None
 
 

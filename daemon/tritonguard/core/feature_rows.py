@@ -44,6 +44,15 @@ _META = frozenset({"window_s", "interval_s", "fresh"})
 FEATURE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(FeatureSet)) - _META
 
 
+def read_features(recorded: Iterable[str]) -> list[str]:
+    """Return the recorded features an evaluation reads: FeatureSet's fields and the symptom.
+
+    The rules record more (their intermediate steps, ``pod_seen``, ``in_birth``, ...), which
+    nothing in the daemon reads, so querying them would only cost Prometheus and the daemon.
+    """
+    return [name for name in recorded if name in FEATURE_FIELDS or name == SYMPTOM]
+
+
 def staleness_s(thresholds: Thresholds, interval_s: float) -> float:
     """Return how old a recorded value may be and still count: the engine's own bound."""
     return max(thresholds.stale_after_min_s, thresholds.stale_after_scrapes * interval_s)

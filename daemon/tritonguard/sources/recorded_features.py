@@ -2,7 +2,7 @@
 
 In the ``features`` Prometheus mode the TSDB (Prometheus, Thanos or Mimir) evaluates the
 rules of ``tritonguard rules export`` for the whole fleet. Each poll reads every recorded
-``tritonguard:<feature>`` and the causes' confidences with one query each, whatever the size
+``tritonguard:<feature>`` the daemon uses and the causes' confidences with one query each, whatever the size
 of the fleet, and keeps the result as one :class:`FeatureSnapshot` (``latest``) that the
 daemon's evaluation reads. A poll reads all of it or none of it: a query that fails, times
 out, or answers with more than the byte cap makes the whole snapshot unusable, so nothing is
@@ -23,6 +23,7 @@ from tritonguard.core.feature_rows import (
     SnapshotBuilder,
     failed_snapshot,
     feature_query,
+    read_features,
     staleness_s,
 )
 from tritonguard.core.samples import make_labels
@@ -42,8 +43,9 @@ _log = get_logger("tritonguard.sources.recorded_features")
 class RecordedFeatureSource:
     """Read every recorded feature for the whole fleet each poll; keep the newest snapshot.
 
-    ``features`` are the names ``rules_export.recorded_features`` lists; the causes'
-    confidences are read besides. At most ``concurrency`` queries run at once, and a poll
+    ``features`` are the names ``rules_export.recorded_features`` lists, of which only the
+    ones an evaluation reads are queried (``read_features``); the causes' confidences are
+    read besides. At most ``concurrency`` queries run at once, and a poll
     gives up after ``deadline_s``. With ``shard_filter`` the subjects of other shards'
     workloads are left out of the snapshot (each shard still reads the whole answer).
     """
@@ -63,7 +65,7 @@ class RecordedFeatureSource:
         shard_filter: SeriesFilter | None = None,
     ) -> None:
         self.interval_s = interval_s
-        self.features = [*features, CONFIDENCE]
+        self.features = [*read_features(features), CONFIDENCE]
         self.deadline_s = deadline_s if deadline_s is not None else interval_s
         self.window_s = staleness_s(thresholds, interval_s)
         self.latest: FeatureSnapshot | None = None
