@@ -247,22 +247,18 @@ async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
     """
     other = {"namespace": SICK.namespace, "pod": SICK.pod, "model": "other"}
     nan = {"namespace": WELL.namespace, "pod": WELL.pod, "model": "other"}
+    rows: list[dict[str, object]] = [
+        {"metric": {**other, "replica": "a"}, "value": [0, "1"]},
+        {"metric": {**other, "replica": "b"}, "value": [0, "1"]},
+        {"metric": nan, "value": [0, "NaN"]},
+    ]
+    # The fleet's own request rates, so its subjects stay fresh.
+    for s in (SICK, WELL):
+        labels = {"namespace": s.namespace, "pod": s.pod, "model": s.model}
+        rows.append({"metric": labels, "value": [0, "60"]})
     odd = {
         "status": "success",
-        "data": {
-            "resultType": "vector",
-            "result": [
-                {"metric": {**other, "replica": "a"}, "value": [0, "1"]},
-                {"metric": {**other, "replica": "b"}, "value": [0, "1"]},
-                {"metric": nan, "value": [0, "NaN"]},
-                # The fleet's own request rates, so its subjects stay fresh.
-                *(
-                    {"metric": {"namespace": s.namespace, "pod": s.pod, "model": s.model}}
-                    | {"value": [0, "60"]}
-                    for s in (SICK, WELL)
-                ),
-            ],
-        },
+        "data": {"resultType": "vector", "result": rows},
     }
     async with fleet(tmp_path) as (prom, _), FaultProxy(prom.url) as proxy:
         await until(lambda: firing(prom), 60.0, prom.log_tail)
