@@ -852,8 +852,21 @@ class DaemonApp:
             alerts=len(alerts),
             names=sorted({a.name for a in alerts}),
         )
-        if self.cause_alerts is not None:
-            self.cause_alerts.update(alerts, self.clock())
+        if self.cause_alerts is not None and self.features_source is not None:
+            # Other shards' subjects are theirs to judge: kept here they would be logged as
+            # not acted on for as long as they fire.
+            mine = [a for a in alerts if self.features_source.keeps(a.labels)]
+            before = self.cause_alerts.dropped
+            self.cause_alerts.update(mine, self.clock())
+            dropped = self.cause_alerts.dropped - before
+            if dropped and (count := self._unjudged_log.tally("cause_alerts_dropped", dropped)):
+                self._log.warning(
+                    "rule alerts full: oldest cause alerts dropped",
+                    dropped=count,
+                    dropped_total=self.cause_alerts.dropped,
+                    max_alerts=self.cause_alerts.max_alerts,
+                    hint="raise api.alert_book_max_alerts",
+                )
         if self._on_alerts is not None:
             await self._on_alerts(alerts)
 

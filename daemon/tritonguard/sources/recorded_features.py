@@ -143,7 +143,7 @@ class RecordedFeatureSource:
                 raw = await self._client.instant_query(
                     feature_query(name, self.window_s), at=at, keep_nan=True
                 )
-                rows = [Row(s.metric, s.value) for s in raw if self._keeps(s.metric)]
+                rows = [Row(s.metric, s.value) for s in raw if self.keeps(s.metric)]
                 builder.add(name, rows)
                 read += len(rows)
 
@@ -152,7 +152,8 @@ class RecordedFeatureSource:
                 group.create_task(worker())
         return read
 
-    def _keeps(self, metric: Mapping[str, str]) -> bool:
+    def keeps(self, metric: Mapping[str, str]) -> bool:
+        """Return whether a series (or a rule alert) of these labels is this shard's subject."""
         shard = self._shard_filter
         if shard is None:
             return True
