@@ -13,7 +13,7 @@ from tests.unit.synthetic import (
     triton_model,
 )
 from tritonguard.core.engine import Engine
-from tritonguard.core.findings import Subject
+from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.replay import drive
 
 IV = 5.0
@@ -72,7 +72,10 @@ def test_batching_delay_quiet_when_requests_wait_far_past_the_batchers_delay() -
 
     The batcher holds a request at most its delay, then the batch waits at most the 10 ms
     execution in flight on an idle instance: past twice the delay plus that (11 ms), most of
-    the 35 ms is not the batcher's. The same trace with a 40 ms delay is the batcher waiting.
+    the 35 ms is not the batcher's, once the config read is the one in force (read since the
+    shift began, as the daemon's re-reads give). The same trace with a 40 ms delay is the
+    batcher waiting; so is the 500 us read taken before the shift, which a deploy raising
+    the delay may have made stale.
     """
     series = triton_model(
         [
@@ -81,19 +84,26 @@ def test_batching_delay_quiet_when_requests_wait_far_past_the_batchers_delay() -
         ],
         interval=IV,
     )
+    subject = Subject("prod", "resnet", "triton-0")
 
-    def config(delay_us: int) -> dict[str, object]:
-        return {
+    def run(delay_us: int, *, reread: bool) -> list[IncidentEvent]:
+        cfg = {
             "max_batch_size": 8,
             "dynamic_batching": {"max_queue_delay_microseconds": str(delay_us)},
             "instance_group": [{"count": 1, "kind": "KIND_GPU"}],
         }
+        engine = Engine()
+        engine.note_model_config(subject, cfg, at=START)
+        events: list[IncidentEvent] = []
+        for t, evs in drive(engine, samples_of(series, interval=IV), eval_interval_s=IV):
+            events.extend(evs)
+            if reread:
+                engine.note_model_config(subject, cfg, at=t)
+        return events
 
-    quiet = run_engine(series, interval=IV, configs={"resnet": config(500)})
-    assert "batching_delay" not in causes(quiet)
-    assert_detected(
-        run_engine(series, interval=IV, configs={"resnet": config(40_000)}), "batching_delay"
-    )
+    assert "batching_delay" not in causes(run(500, reread=True))
+    assert_detected(run(40_000, reread=True), "batching_delay")
+    assert_detected(run(500, reread=False), "batching_delay")
 
 
 def test_batching_delay_with_bigger_batches_that_take_longer_to_execute() -> None:
@@ -792,14 +802,17 @@ def test_node_contention_quiet_when_the_config_changed_since_the_baseline() -> N
 
 
 def test_node_contention_quiet_when_the_copies_share_multiplied() -> None:
-    """A busier host while this model's copies grew 30x is the model's own copying.
+    """A busier node while this model's copies grew 30x is the model's own copying.
 
-    Contention slows every phase of compute alike, so the copies' share holds; here it goes
-    from 1 % to 27 % of compute (bigger inputs), and the host is busier because of it. The
-    same host and inflation with the copies' share unmoved stays node_contention.
+    Contention slows every phase of a CPU model's compute alike, so the copies' share holds;
+    here it goes from 1 % to 27 % of compute (bigger inputs), and with nothing showing
+    Triton's own CPU the busier node may be those copies. The same inflation with the
+    copies' share unmoved stays node_contention; so does the grown share once cAdvisor shows
+    Triton's own CPU steady while the node got busier (a GPU model's CPU-side copies slowed
+    by other work).
     """
 
-    def trace(input_ms: float, infer_ms: float) -> dict[str, str]:
+    def trace(input_ms: float, infer_ms: float, *, own_cpu: bool) -> dict[str, str]:
         series = triton_model(
             [
                 Phase(BASE_N, rps=20, input_ms=0.2, infer_ms=20),
@@ -807,12 +820,14 @@ def test_node_contention_quiet_when_the_copies_share_multiplied() -> None:
             ],
             interval=IV,
         )
-        _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
+        if own_cpu:
+            _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
         _node(series, [(0.3, BASE_N), (0.97, 24)])
         return series
 
-    assert "node_contention" not in causes(run_engine(trace(12.0, 33), interval=IV))
-    assert_detected(run_engine(trace(0.45, 45), interval=IV), "node_contention")
+    assert "node_contention" not in causes(run_engine(trace(12.0, 33, own_cpu=False), interval=IV))
+    assert_detected(run_engine(trace(0.45, 45, own_cpu=False), interval=IV), "node_contention")
+    assert_detected(run_engine(trace(12.0, 33, own_cpu=True), interval=IV), "node_contention")
 
 
 def _new_version(first: Phase, then: Phase) -> dict[str, str]:
@@ -841,3 +856,24 @@ def test_cold_start_without_summaries_needs_the_new_versions_own_decay() -> None
         Phase(1, rps=20, infer_ms=150, queue_ms=400), Phase(24, rps=20, infer_ms=20, queue_ms=1)
     )
     assert "cold_start" in causes(run_engine(cold, interval=IV))
+
+
+def test_node_contention_is_not_vetoed_by_a_stall_on_its_saturated_node() -> None:
+    """A cold-looking burst on the saturated node is contention's own stall, not a deploy.
+
+    Other work takes the node from 30 % to 97 % busy and slows every execution 1.5x; one
+    scrape stalls at 10x and the next is back at the contended level. On a node with no CPU
+    to spare that burst is no reload sign, so "the config just changed" does not hold.
+    """
+    series = triton_model(
+        [
+            Phase(BASE_N, rps=20, infer_ms=20),
+            Phase(2, rps=20, infer_ms=30, queue_ms=5),
+            Phase(1, rps=20, infer_ms=200, queue_ms=300),
+            Phase(21, rps=20, infer_ms=30, queue_ms=5),
+        ],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.3, BASE_N), (0.97, 24)])
+    assert_detected(run_engine(series, interval=IV), "node_contention")

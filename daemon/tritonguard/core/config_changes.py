@@ -161,6 +161,11 @@ class ChangeTimeline:
         self._changes.setdefault(key, deque(maxlen=MAX_PER_SUBJECT)).append(change)
         return change
 
+    def read_at(self, key: Key) -> float | None:
+        """Return when the subject's config was last read, or None if never."""
+        last = self._last.get(key)
+        return None if last is None else last[0]
+
     def _peer_reference(
         self, key: Key, peers: set[Key]
     ) -> tuple[Key, tuple[float, Mapping[str, Any]]] | None:

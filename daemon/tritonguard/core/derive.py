@@ -140,6 +140,9 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             None if healthy is None else healthy * t.compute_inflation,
             t.fast_scrapes,
         )
+        ctx.shift_began = began
+        if fast is not None:
+            fast.shift_began = began
         if began is not None:
             ctx.before = before = _before(reader, key, began - f.interval_s, f.window_s, t)
             # The first scrape of the shift straddles its onset: the shift's own queue is in

@@ -319,6 +319,9 @@ class Engine:
             self.last_diagnoses.pop(key, None)
             return []
         ctx = derived.ctx
+        ctx.config_read_at = self.changes.read_at(key)
+        if derived.fast is not None:
+            derived.fast.config_read_at = ctx.config_read_at
         change = self.change_before(ctx.subject, now)
         if change is not None:
             ctx.changed_at = change.at_earliest

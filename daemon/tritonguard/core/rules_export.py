@@ -1103,9 +1103,11 @@ class _Builder:
         # A new model's first executions are its cold start, not a reload of a serving one.
         # On a node with no CPU to spare they are the scheduler's stalls (the engine judges
         # the burst's own scrape; here the window's node busy share, which vetoes less).
+        # Triton's host gauge only where node-exporter is absent, as in the engine.
         stalled = (
             f"{_f('node_cpu_busy')} >= {num(t.stall_node_busy)} or "
-            f"{_f('cpu_host_util')} >= {num(t.stall_node_busy)}"
+            f"({_f('cpu_host_util')} >= {num(t.stall_node_busy)} "
+            f"unless on ({BY}) {_f('node_cpu_busy')})"
         )
         burst_end = f"({burst_end}) unless on ({BY}) ({PREFIX}:born_at or {stalled})"
         sign = f"{PREFIX}:reload_sign"
@@ -1395,15 +1397,17 @@ class _Builder:
         load = _ratio("request_rate")
         conc = _ratio("busy_instances", 0.05)
         exec_time = _ratio("compute_per_exec_us")
+        own_cpu = _ratio("container_cpu_cores", 0.01)
         gate = (
             f"{sust} and on ({BY}) ({_ratio('compute_per_inference_us')} >= {num(t.compute_inflation)}) "
             f"and on ({BY}) ({load} <= {num(1 + t.load_steady_tolerance)} and on ({BY}) "
             f"{load} >= {num(1 - t.load_steady_tolerance)}) "
             # More executions in flight than slower work explains: a concurrency change.
             f"unless on ({BY}) ({conc} > {num(1 + t.load_steady_tolerance)} * {exec_time}) "
-            # The copies' share multiplied: this model's copies grew (memory_copy), since
-            # contention slows every phase of compute alike.
-            f"unless on ({BY}) ({self._copies_multiplied()}) "
+            # The copies' share multiplied while Triton's own CPU is not known steady: this
+            # model's copies grew (memory_copy).
+            f"unless on ({BY}) (({self._copies_multiplied()}) unless on ({BY}) "
+            f"({own_cpu} <= {num(t.contention_own_cpu)})) "
             # The config or version just changed: not the same workload.
             f"unless on ({BY}) {PREFIX}:recent_reload_sign "
             # Requests wait less while executions got slower: more instances serve them

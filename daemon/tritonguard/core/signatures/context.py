@@ -47,6 +47,11 @@ class Context:
     # within the baseline's lookback (config_changes.py): the workload is not the one the
     # baseline describes.
     changed_at: float | None = None
+    # When the subject's model config was last read (config_changes.py), and when the
+    # current shift's first abnormal scrape was (None without a shift in view): a config
+    # read before the shift began may predate the deploy that caused it.
+    config_read_at: float | None = None
+    shift_began: float | None = None
     # The features over the window that ended just before the current shift's first abnormal
     # scrape (None without a shift in view): what the server looked like while the model was
     # still healthy, to tell a node that got busy with the shift from one that already was.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.reload_signs import STALL
 from tritonguard.core.signatures.context import GATE, Context, clamp, ms, symptom_evidence, weigh
 from tritonguard.core.signatures.memory_copy import copies_multiplied
 from tritonguard.core.thresholds import Thresholds
@@ -46,14 +47,18 @@ def check(ctx: Context) -> Finding | None:
         and conc > (1 + t.load_steady_tolerance) * exec_time
     ):
         return None
-    if copies_multiplied(ctx):
-        # Other work on the node slows every phase of compute alike (the infer phase most,
-        # being most of it), so the copies' share of compute holds or shrinks; a share that
-        # multiplied is this model's copies growing (bigger inputs, lost pinned memory),
-        # whose CPU use also makes the host busier. That is memory_copy's mechanism.
+    own = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01)
+    if copies_multiplied(ctx) and (own is None or own > t.contention_own_cpu):
+        # The copies' share of compute multiplied while nothing shows Triton's own CPU
+        # steady: this model's copies growing (bigger inputs, lost pinned memory) make the
+        # host busier too, which is memory_copy's mechanism. Contention alone grows that
+        # share only where the copies are the CPU-side part of a GPU model's compute; with
+        # Triton's CPU known steady while the node got busier, other work it is.
         return None
-    if ctx.reload_events and any(ctx.now - at <= 2 * f.window_s for at, _ in ctx.reload_events):
-        return None  # the config or version just changed: not the same workload
+    if any(ctx.now - at <= 2 * f.window_s and kind != STALL for at, kind in ctx.reload_events):
+        # The config or version just changed: not the same workload. Cold-looking bursts
+        # on a saturated node are no such change: contention's stalls leave them too.
+        return None
     if ctx.changed_at is not None:
         # The config or pod template changed since the baseline's period: "at constant
         # config" does not hold, and a node that got busier at the same time names nothing
@@ -79,7 +84,6 @@ def check(ctx: Context) -> Finding | None:
     ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
     ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
     conf = 0.4
-    own = b.ratio("container_cpu_cores", f.container_cpu_cores, floor=0.01)
     before = ctx.before
     if before is not None:
         healthy_then = b.ratio("compute_per_inference_us", before.compute_per_inference_us)
