@@ -126,8 +126,18 @@ def start_prometheus(
             for job in jobs
         ],
     }
+    return launch_prometheus(binary, workdir, config)
+
+
+def launch_prometheus(
+    binary: str, workdir: Path, config: Mapping[str, object]
+) -> PrometheusProcess:
+    """Write ``config`` into ``workdir`` and start Prometheus on it on a free loopback port.
+
+    Returns once Prometheus answers ready; a Prometheus that never does is stopped.
+    """
     config_path = workdir / "prometheus.yml"
-    config_path.write_text(yaml.safe_dump(config))
+    config_path.write_text(yaml.safe_dump(dict(config)))
     port = free_port()
     log = (workdir / "prometheus.log").open("wb")
     proc = subprocess.Popen(

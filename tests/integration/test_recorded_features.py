@@ -10,7 +10,6 @@ daemon through a real Alertmanager and its webhook.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.fault_harness import FAST, STALE_REASON, readiness, running, until
 from tests.fault_servers import Answer, FaultProxy, HoldAnswer
@@ -32,7 +30,7 @@ from tests.fixtures_prometheus import (
     MetricsServer,
     PrometheusProcess,
     closed_port_url,
-    free_port,
+    launch_prometheus,
     prometheus_binary,
 )
 from tests.synthetic_triton import BatchingTriton
@@ -100,30 +98,7 @@ def start_rules_prometheus(
     }
     if alertmanager is not None:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (workdir / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=1h",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=workdir,
-    )
-    log.close()
-    prom = PrometheusProcess(proc=proc, url=f"http://127.0.0.1:{port}", workdir=workdir)
-    try:
-        prom.wait_ready()
-    except BaseException:
-        prom.stop()
-        raise
-    return prom
+    return launch_prometheus(binary, workdir, config)
 
 
 @asynccontextmanager
