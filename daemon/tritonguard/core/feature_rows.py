@@ -53,11 +53,6 @@ def read_features(recorded: Iterable[str]) -> list[str]:
     return [name for name in recorded if name in FEATURE_FIELDS or name == SYMPTOM]
 
 
-def staleness_s(thresholds: Thresholds, interval_s: float) -> float:
-    """Return how old a recorded value may be and still count: the engine's own bound."""
-    return max(thresholds.stale_after_min_s, thresholds.stale_after_scrapes * interval_s)
-
-
 def feature_query(name: str, window_s: float) -> str:
     """Return the one instant query reading ``tritonguard:<name>`` for the whole fleet.
 

@@ -305,7 +305,7 @@ class FeatureReader:
 
     def stale_after(self, interval: float) -> float:
         """Age beyond which a subject's newest data is stale."""
-        return max(self.t.stale_after_min_s, self.t.stale_after_scrapes * interval)
+        return self.t.stale_after(interval)
 
     @staticmethod
     def sum_delta(series: Iterable[Series], start: float, end: float) -> tuple[float, float] | None:

@@ -557,3 +557,7 @@ class Thresholds(BaseModel):
             "At most one 'updated' event per subject this often, so a Slack thread stays readable."
         ),
     )
+
+    def stale_after(self, interval_s: float) -> float:
+        """Return the age beyond which data scraped every ``interval_s`` is stale."""
+        return max(self.stale_after_min_s, self.stale_after_scrapes * interval_s)

@@ -24,7 +24,6 @@ from tritonguard.core.feature_rows import (
     failed_snapshot,
     feature_query,
     read_features,
-    staleness_s,
 )
 from tritonguard.core.samples import make_labels
 from tritonguard.core.shards import SeriesFilter
@@ -67,7 +66,8 @@ class RecordedFeatureSource:
         self.interval_s = interval_s
         self.features = [*read_features(features), CONFIDENCE]
         self.deadline_s = deadline_s if deadline_s is not None else interval_s
-        self.window_s = staleness_s(thresholds, interval_s)
+        # How old a recorded value may be and still count: the engine's own bound.
+        self.window_s = thresholds.stale_after(interval_s)
         self.latest: FeatureSnapshot | None = None
         # Queries sent since the source was made, for /metrics and the tests.
         self.queries = 0
