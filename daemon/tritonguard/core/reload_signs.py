@@ -223,7 +223,8 @@ def reload_events(
     out: set[tuple[float, str]] = set()
     succ = reader.series("nv_inference_request_success", key)
     restarts = restart_times(reader, key, horizon - t.period_lookback_s)
-    slack = 2 * reader.interval(key)
+    interval = reader.interval(key)
+    slack = 2 * interval
     for s in succ:
         out.update(
             (r, "counter reset")
@@ -253,11 +254,10 @@ def reload_events(
         healthy_us=healthy_compute_us,
         per_request=per_request,
     )
-    interval = reader.interval(key)
     for at in bursts:
         # A new model's first executions are its cold start, not a reload of a serving one.
         if born is None or at > born + t.cold_age_s:
-            out.add((at, STALL if _stalled(reader, key, at, t) else "cold executions"))
+            out.add((at, STALL if _stalled(reader, key, at, interval, t) else "cold executions"))
     if interval >= t.burst_merge_s:
         # Only where one reload fits in about one scrape: finer scrapes see the burst itself.
         tails = cold_tail_scrapes(
@@ -269,15 +269,15 @@ def reload_events(
             t=t,
         )
         out.update(
-            (at, STALL if _stalled(reader, key, at, t) else COLD_TAIL)
+            (at, STALL if _stalled(reader, key, at, interval, t) else COLD_TAIL)
             for at in tails
             if born is None or at > born + t.cold_age_s
         )
     return sorted(out)
 
 
-def _stalled(reader: FeatureReader, key: SubjectKey, at: float, t: Thresholds) -> bool:
-    """Whether the pod's node had no CPU to spare over the scrape ending at ``at``.
+def _stalled(reader: FeatureReader, key: SubjectKey, at: float, iv: float, t: Thresholds) -> bool:
+    """Whether the pod's node had no CPU to spare over the scrape (every ``iv``) ending at ``at``.
 
     Slow executions on a node whose cores were all busy may be the scheduler's stalls, which
     look like cold executions in every counter Triton keeps. Half a scrape either side of
@@ -287,7 +287,6 @@ def _stalled(reader: FeatureReader, key: SubjectKey, at: float, t: Thresholds) -
     too few points) is not a stall: the sign stands.
     """
     ns, pod, _ = key
-    iv = reader.interval(key)
     start, end = at - 1.5 * iv, at + 0.5 * iv
     busy = reader.node_cpu_busy(ns, pod, start, end)
     if busy is None:

@@ -59,11 +59,12 @@ def check(ctx: Context) -> Finding | None:
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
     if not ctx.symptom.sustained or f.input_share is None or f.output_share is None:
         return None
-    share = f.input_share + f.output_share
+    share, base_share = copy_shares(ctx)
+    if share is None:  # not reached: both shares are known; it tells the type checker
+        return None
     copy_us = (f.compute_input_us or 0.0) + (f.compute_output_us or 0.0)
-    base_share = base_copy = base_lat = None
-    if b is not None and b.get("input_share") is not None:
-        base_share = (b.get("input_share") or 0.0) + (b.get("output_share") or 0.0)
+    base_copy = base_lat = None
+    if b is not None and base_share is not None:
         base_copy = (b.get("compute_input_us") or 0.0) + (b.get("compute_output_us") or 0.0)
         base_lat = b.get("mean_latency_us")
     explains = None
