@@ -48,6 +48,7 @@ import yaml
 from aiohttp import web
 
 from benchmarks.bench_evaluate import measure as measure_tick
+from benchmarks.bench_scrape_fanout import start_targets
 from benchmarks.fleet_gen import Fleet, FleetSpec, Target
 from tritonguard.core.exposition import parse_exposition
 from tritonguard.core.rules_export import render_yaml, rule_file, rule_group
@@ -95,13 +96,7 @@ def _serve(port_out: Connection, pods: int, seed: int) -> None:
             advance()
 
     async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/t/{i}/metrics", metrics)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port_out.send(runner.addresses[0][1])
+        await start_targets(metrics, port_out)
         task = asyncio.create_task(ticker())
         await asyncio.Event().wait()
         task.cancel()

@@ -22,7 +22,7 @@ import multiprocessing
 import socket
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -56,16 +56,25 @@ def _serve(port_out: multiprocessing.connection.Connection, bodies: int, slow: s
         )
 
     async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/t/{i}/metrics", metrics)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port_out.send(runner.addresses[0][1])
+        await start_targets(metrics, port_out)
         await asyncio.Event().wait()
 
     asyncio.run(main())
+
+
+async def start_targets(
+    metrics: Callable[[web.Request], Awaitable[web.Response]],
+    port_out: multiprocessing.connection.Connection,
+) -> web.AppRunner:
+    """Serve ``/t/<i>/metrics`` for every target on one loopback port; send the port out."""
+    app = web.Application()
+    app.router.add_get("/t/{i}/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    port_out.send(runner.addresses[0][1])
+    return runner
 
 
 def _closed_port() -> int:
