@@ -51,7 +51,7 @@ WORKERS = 2
 # the test time (seconds from the trace's first scrape) of its first firing evaluation.
 FIRST_FIRING: dict[str, dict[str, float]] = {
     "batching_delay": {"batching_delay": 80},
-    "batching_delay_holdout": {"batching_delay": 60},
+    "batching_delay_holdout": {"batching_delay": 70},
     "cold_start": {"cold_start": 68},
     "cold_start_holdout": {"cold_start": 70},
     "cpu_bottleneck": {"cpu_bottleneck": 85},
@@ -67,7 +67,7 @@ FIRST_FIRING: dict[str, dict[str, float]] = {
     "node_contention": {"node_contention": 80},
     "node_contention_holdout": {"node_contention": 100},
     "retry_storm": {"retry_storm": 68},
-    "retry_storm_holdout": {"retry_storm": 55},
+    "retry_storm_holdout": {"retry_storm": 60},
     "too_few_instances": {"too_few_instances": 86},
     "too_few_instances_holdout": {"too_few_instances": 60},
     "too_many_instances": {"too_many_instances": 80},

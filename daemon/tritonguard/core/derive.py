@@ -95,7 +95,9 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             after(latency_inc, recent_start), requests_inc, t.steady_min_requests
         )
     ]
-    symptom = symptom_of(f, base, t, recent)
+    symptom = symptom_of(
+        f, base, t, recent, _window_queue_shares(f, now, t, queue_inc, (latency_inc, requests_inc))
+    )
     per_scrape_queue = ratio_points(queue_inc, requests_inc)
     # Steadiness is judged on points of enough requests each: at a few requests a scrape,
     # one that filled a batch at once reads as a burst.
@@ -287,6 +289,30 @@ def shift_start(points: list[tuple[float, float]], limit: float | None, quiet: i
         if normal >= quiet:
             break
     return began
+
+
+def _window_queue_shares(
+    f: FeatureSet,
+    now: float,
+    t: Thresholds,
+    queue_inc: dict[float, float],
+    latency_and_requests: tuple[dict[float, float], dict[float, float]],
+) -> list[float] | None:
+    """Return each scrape's queue share of request time in the window, once it is seen long.
+
+    None while the subject's requests have been seen for less than ``rate_window_s`` (the
+    daemon just started, or the model just appeared): a server's first seconds hold start-up
+    transients (the first slow executions, a repository poll reloading the model once) that
+    queue requests for a few seconds and are no evidence of lasting overload. Seconds, not
+    scrapes: the transient lasts as long at any scrape interval.
+    """
+    latency_inc, requests_inc = latency_and_requests
+    first = min(requests_inc, default=None)
+    # The first increase arrives one scrape after the first point; half a scrape of jitter.
+    if first is None or first > now - t.rate_window_s + 1.5 * f.interval_s:
+        return None
+    start = now - f.window_s + 0.1 * f.interval_s
+    return [v for _, v in ratio_points(after(queue_inc, start), after(latency_inc, start))]
 
 
 def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points it came from

@@ -38,6 +38,7 @@ import yaml
 
 from tritonguard.core.findings import CAUSES
 from tritonguard.core.signatures.memory_copy import MIN_GROWN_SHARE
+from tritonguard.core.symptoms import queue_scrapes
 from tritonguard.core.thresholds import Thresholds
 
 BY = "namespace, pod, model"
@@ -685,6 +686,17 @@ class _Builder:
             "scrape_queue_us",
             _per(_irate("nv_inference_queue_duration_us"), _irate("nv_inference_request_success")),
         )
+        # Each scrape's queue share of request time, flagged where requests waited longer
+        # than they computed: the no-baseline symptom reads how many of the newest did.
+        self.feature(
+            "scrape_queue_share",
+            _per(
+                _irate("nv_inference_queue_duration_us"), _irate("nv_inference_request_duration_us")
+            ),
+        )
+        self.record(
+            f"{series('scrape_queue_share')}:queued", known(f"{_f('scrape_queue_share')} > 0.5")
+        )
         self.feature(
             "scrape_compute_per_exec_us",
             _per(f"{PREFIX}:compute_duration_us:irate", _irate("nv_inference_request_success")),
@@ -921,6 +933,17 @@ class _Builder:
         t, w = self.t, self.w
         lat_base = _base("mean_latency_us")
         enough = f"{_f('request_rate')} * {num(w.window_s)} >= {num(t.min_requests)}"
+        # symptoms._queued_now: more than half of the newest queue_scrapes, the newest among
+        # them; and rate_window_s seen, as the engine's first request increase that far back.
+        queued = f"{series('scrape_queue_share')}:queued"
+        scrapes = queue_scrapes(t, w.interval_s)
+        newest = duration(scrapes * w.interval_s - w.interval_s / 2)
+        lasting_queue = (
+            f"count_over_time({queued}[{newest}]) > {scrapes // 2} and on ({BY}) {queued}"
+        )
+        seen = t.rate_window_s - w.interval_s
+        if seen > 0:
+            lasting_queue += f" and on ({BY}) ({_f('request_rate')} offset {duration(seen)})"
         queue_bar = either(
             f"{num(t.noise_k)} * {_sigma('mean_queue_us')}",
             f"{num(t.shift_floor - 1)} * {lat_base}",
@@ -931,8 +954,11 @@ class _Builder:
                 f"{_f('p99_us')} > {_limit('p99_us')}",
                 f"({_f('mean_queue_us')} - {_base('mean_queue_us')}) > {queue_bar} "
                 f"and on ({BY}) ({lat_base} > 0)",
-                # Without a healthy history, requests that wait longer than they compute.
-                f"{_f('queue_share')} > 0.5 unless on ({BY}) {lat_base}",
+                # Without a healthy history, requests that wait longer than they compute,
+                # over a whole window seen and in most of its newest scrapes
+                # (symptoms.symptom_of): a start-up burst of queueing that passed is none.
+                f"({_f('queue_share')} > 0.5 and on ({BY}) ({lasting_queue}))"
+                f" unless on ({BY}) {lat_base}",
             )
         )
         parts = [f"({gated}) and on ({BY}) ({enough})"]

@@ -27,7 +27,11 @@ class Symptom:
 
 
 def symptom_of(
-    f: FeatureSet, base: Baseline | None, t: Thresholds, recent: list[float] | None = None
+    f: FeatureSet,
+    base: Baseline | None,
+    t: Thresholds,
+    recent: list[float] | None = None,
+    queue_shares: list[float] | None = None,
 ) -> Symptom:
     """Tail latency or queue time up against the subject's own baseline, or an SLO.
 
@@ -36,8 +40,10 @@ def symptom_of(
     own per-window values and by ``shift_floor`` of that median, with at least
     ``min_requests`` requests in the window. Queue time is measured against the baseline's
     latency, not its (often near-zero) queue. Without a baseline, requests that wait longer
-    than they compute are a symptom at any scale. ``recent`` holds the per-scrape mean
-    latencies inside the current window, for the sustained check.
+    than they compute are a symptom at any scale, over a whole window seen and in most of
+    its newest scrapes (``queue_shares``, each scrape's queue share of request time in the
+    window; None while the subject has been seen for less than a window). ``recent`` holds
+    the per-scrape mean latencies inside the current window, for the sustained check.
     """
     reasons: list[str] = []
     lat_r = p99_r = q_r = None
@@ -62,7 +68,13 @@ def symptom_of(
                     f"queue time up {rise / base_lat:.0%} of the baseline latency "
                     f"({f.mean_queue_us / 1000:.1f} ms)"
                 )
-    elif base is None and enough and (f.queue_share or 0.0) > 0.5:
+    elif (
+        base is None
+        and enough
+        and (f.queue_share or 0.0) > 0.5
+        and queue_shares is not None
+        and _queued_now(queue_shares, t, f.interval_s)
+    ):
         reasons.append(
             f"requests wait longer than they compute ({f.queue_share or 0:.0%} of request "
             "time queued) with no healthy history"
@@ -82,6 +94,26 @@ def symptom_of(
         # churn) lift the mean and even the median, but not the lower tercile.
         sustained = lower_tercile(recent) >= t.sustained_ratio * base_lat
     return Symptom(bool(reasons), tuple(reasons), sustained, lat_r, p99_r, q_r, judged=enough)
+
+
+def queue_scrapes(t: Thresholds, interval_s: float) -> int:
+    """How many of the newest scrapes the no-baseline queue check reads (see _queued_now)."""
+    return min(t.fast_scrapes, max(1, round(t.rate_window_s / interval_s)))
+
+
+def _queued_now(shares: list[float], t: Thresholds, interval_s: float) -> bool:
+    """Whether requests still wait longer than they compute in most of the newest scrapes.
+
+    More than half of the newest scrapes, the newest among them: a burst of queueing that has
+    passed (a reload, a new server's first cold executions) still lifts the window's share,
+    while a shortage that lasts keeps the newest scrapes queued from its first ones. The
+    newest are ``fast_scrapes`` of them, or those of ``rate_window_s`` at coarser scrapes
+    (one at 30 s): a transient lasts seconds whatever the interval, and a majority of
+    three, not the fast path's ``fast_abnormal``, is the shortage's first 20 s at 10 s.
+    """
+    newest = shares[-queue_scrapes(t, interval_s) :]
+    above = sum(1 for v in newest if v > 0.5)
+    return bool(newest) and newest[-1] > 0.5 and 2 * above > len(newest)
 
 
 def fast_symptom(
