@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from benchmarks.detection_eval import DEADLINE_S, VARIANTS, score
+from tests.unit.synthetic import Phase, triton_model
 from tritonguard.cli.main import main
 from tritonguard.core.findings import CAUSES
 from tritonguard.core.rules_export import (
@@ -335,6 +336,63 @@ def test_a_new_version_slower_throughout_is_not_a_cold_start(tmp_path: Path) -> 
     [test] = write_cases(tmp_path, [case], lambda _: None)
     [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
     assert "cold_start" not in fired(run.output), run.output[-2000:]
+
+
+def _symptom_test(tmp_path: Path, phases: list[Phase], expect: dict[int, bool]) -> Run:
+    """Run the 2 s rules on one synthetic model; ``expect`` says when the symptom is up."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), 2.0)])))
+    series = triton_model(phases, interval=2.0)
+    subject = '{namespace="prod", pod="triton-0", model="resnet"}'
+    doc = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "2s",
+        "tests": [
+            {
+                "interval": "2s",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": "tritonguard:symptom",
+                        "eval_time": f"{at}s",
+                        "exp_samples": [{"labels": "tritonguard:symptom" + subject, "value": 1}]
+                        if up
+                        else [],
+                    }
+                    for at, up in expect.items()
+                ],
+            }
+        ],
+    }
+    test = tmp_path / "symptom.test.yaml"
+    test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    return run
+
+
+def test_a_start_up_burst_of_queueing_is_no_symptom_in_the_rules(tmp_path: Path) -> None:
+    """The rules hold the no-baseline symptom as the engine does: a passed burst is none.
+
+    A model queueing 600 ms a request for its first 8 s, then serving at 1 ms of queue: the
+    window's queue share passes one half for a while, but the newest scrapes queue little
+    (``symptoms._queued_now``). Before the check the rules, like the engine, read it as a
+    symptom with no healthy history.
+    """
+    burst = [
+        Phase(4, rps=25, queue_ms=600.0, infer_ms=9.0),
+        Phase(40, rps=25, queue_ms=1.0, infer_ms=9.0),
+    ]
+    run = _symptom_test(tmp_path, burst, {at: False for at in range(4, 80, 2)})
+    assert run.code == 0, run.output
+
+
+def test_queueing_that_lasts_is_a_symptom_in_the_rules_once_a_window_is_seen(
+    tmp_path: Path,
+) -> None:
+    """Queueing from the first scrape is a symptom after rate_window_s, not in the first seconds."""
+    lasting = [Phase(40, rps=20, queue_ms=60.0, infer_ms=8.0)]
+    run = _symptom_test(tmp_path, lasting, {10: False, 20: False, 40: True, 60: True})
+    assert run.code == 0, run.output
 
 
 # ---- measuring, for docs/detection.md -----------------------------------------------------

@@ -95,9 +95,13 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
             after(latency_inc, recent_start), requests_inc, t.steady_min_requests
         )
     ]
-    symptom = symptom_of(
-        f, base, t, recent, _window_queue_shares(f, now, t, queue_inc, (latency_inc, requests_inc))
+    # Only the no-baseline symptom reads them: a subject with a reference pays nothing.
+    shares = (
+        None
+        if base is not None
+        else _window_queue_shares(f, now, t, queue_inc, (latency_inc, requests_inc))
     )
+    symptom = symptom_of(f, base, t, recent, shares)
     per_scrape_queue = ratio_points(queue_inc, requests_inc)
     # Steadiness is judged on points of enough requests each: at a few requests a scrape,
     # one that filled a batch at once reads as a burst.
