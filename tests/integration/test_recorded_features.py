@@ -2,9 +2,10 @@
 
 Prometheus (the Debian binary) scrapes synthetic Tritons, one stuck in its batcher and one
 healthy, and evaluates the rule file ``tritonguard rules export`` writes. The daemon reads
-every recorded feature with one instant query per feature for the whole fleet; a proxy in
-front of Prometheus counts the queries and injects its faults. The rules' alerts reach the
-daemon through a real Alertmanager and its webhook.
+every recorded feature with one instant query per feature for the whole fleet, and the rules'
+firing cause alerts (``ALERTS``) with one more; a proxy in front of Prometheus counts the
+queries and injects its faults. The rules' alerts also reach the daemon through a real
+Alertmanager and its webhook.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from tests.fault_harness import FAST, STALE_REASON, readiness, running, until
 from tests.fault_servers import Answer, FaultProxy, HoldAnswer
 from tests.fixtures_alertmanager import (  # noqa: F401 - alertmanager_starter: the fixture
+    AlertmanagerProcess,
     StartAlertmanager,
     alertmanager_starter,
     webhook_config,
@@ -166,9 +168,11 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
     """Each poll sends one instant query per recorded feature, whatever the fleet holds.
 
     Both the proxy in front of Prometheus and Prometheus' own request counter see exactly
-    one query per feature (and the confidences) per poll, for two pods as for one. The
-    values land on the subject they were recorded for: the batcher's queue on ranker-0, the
-    healthy pod's on ranker-1, and they are the ones Prometheus' rules recorded.
+    one query per feature (and the confidences, and the rules' alerts) per poll, for two
+    pods as for one. The values land on the subject they were recorded for: the batcher's
+    queue on ranker-0, the healthy pod's on ranker-1, and they are the ones Prometheus'
+    rules recorded; the firing batching_delay alert is ranker-0's alone, and only on the
+    shard that owns its workload.
     """
     async with fleet(tmp_path) as (prom, _), FaultProxy(prom.url) as proxy:
         await until(lambda: firing(prom), 60.0, prom.log_tail)
@@ -187,7 +191,7 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
             r["metric"]["pod"]: float(r["value"][1]) for r in prom.query("tritonguard:queue_share")
         }
         await source.close()
-    per_poll = len(READ) + 1
+    per_poll = len(READ) + 2
     assert source.features == [*READ, "cause_confidence"] and "pod_seen" not in READ
     assert counted == [(per_poll, per_poll)] * 2, counted
     assert source.queries == 2 * per_poll
@@ -203,11 +207,15 @@ async def test_one_query_per_feature_reads_the_whole_fleet_onto_its_subjects(
     assert "symptom" in snapshot.extra[_key(SICK)]
     assert "symptom" not in snapshot.extra.get(_key(WELL), {})
     assert snapshot.confidences[_key(SICK)]["batching_delay"] >= THRESHOLDS.open_confidence
+    assert snapshot.alerts == {_key(SICK): frozenset({"batching_delay"})}
     owner = Shard(0, 2).owns(SICK.namespace, "ranker")
     kept = [set(s.latest.features) if s.latest is not None else None for s in shards]
     assert kept == (
         [{_key(SICK), _key(WELL)}, set()] if owner else [set(), {_key(SICK), _key(WELL)}]
     )
+    alerted = [s.latest.alerts if s.latest is not None else None for s in shards]
+    mine = {_key(SICK): frozenset({"batching_delay"})}
+    assert alerted == ([mine, {}] if owner else [{}, mine])
 
 
 async def test_nan_and_duplicate_series_are_left_out_and_the_rest_is_read(
@@ -289,7 +297,12 @@ FAULTS = (
         "answer larger than 262144 bytes",
     ),
     # Each answer within the client's timeout, all of them together past the poll's deadline.
-    Fault("slow", HoldAnswer(1.0), "feature queries not answered within 3s", times=10**6),
+    Fault(
+        "slow",
+        HoldAnswer(1.0),
+        "queries (features and rule alerts) not answered within 3s",
+        times=10**6,
+    ),
 )
 
 
@@ -320,6 +333,48 @@ async def test_a_bad_answer_fails_the_whole_read_quickly_and_nothing_is_fresh(
     assert failed is not None and not failed.ok and failed.fresh(_key(SICK)) is None
     assert took < 4.0
     assert good.ok and source.latest is not None and source.latest.fresh(_key(SICK)) is not None
+
+
+ALERTS_FAULTS = (
+    Fault("garbage", Answer(200, "<html>proxy error</html>"), "malformed response"),
+    Fault("error", Answer(503, "overloaded"), "HTTP Status Code 503"),
+    Fault(
+        "wrong shape",
+        Answer(200, {"status": "success", "data": {"resultType": "vector", "result": ["x"]}}),
+        "malformed result",
+    ),
+)
+
+
+async def test_a_bad_alerts_answer_fails_the_whole_read(tmp_path: Path) -> None:
+    """Every feature answered well, the rule alerts' query badly: the read fails whole.
+
+    With one query at a time the alerts query is the last; the proxy passes the features
+    through and spoils only its answer, with garbage, an error or a wrong shape in turn.
+    Each such snapshot is not ok, names the alerts query and the fault, has nothing fresh
+    and no alerts, so the daemon acts on none of it; the next read is whole again, its
+    alert included.
+    """
+    async with fleet(tmp_path) as (prom, _), FaultProxy(prom.url) as proxy:
+        await until(lambda: firing(prom), 60.0, prom.log_tail)
+        source = source_on(proxy.url, concurrency=1)
+        for fault in ALERTS_FAULTS:
+            features = proxy.add("GET", r"/api/v1/query", HoldAnswer(0.0), times=len(READ) + 1)
+            spoiled = proxy.add("GET", r"/api/v1/query", fault.answer, times=1)
+            bad = await source.poll()
+            failed = source.latest
+            good = await source.poll()
+            assert features.times == 0 and spoiled.times == 0, fault.name
+            (status,) = bad.statuses
+            assert not bad.ok and bad.stored == 0, fault.name
+            assert status.error is not None and "rule alerts query: " in status.error
+            assert fault.says in status.error, status.error
+            assert failed is not None and not failed.ok and failed.error == status.error
+            assert failed.fresh(_key(SICK)) is None and failed.alerts is None
+            assert good.ok and source.latest is not None, good
+            assert source.latest.alerts == {_key(SICK): frozenset({"batching_delay"})}
+        await source.close()
+    assert len(proxy.faulted("Answer")) == len(ALERTS_FAULTS)
 
 
 async def test_prometheus_down_fails_the_read_at_once() -> None:
@@ -360,6 +415,10 @@ class Watch:
     app: DaemonApp
     service: PlaybookService
     events: list[IncidentEvent] = field(default_factory=list)
+    # The Alertmanager posting to it, when there is one.
+    alertmanager: AlertmanagerProcess | None = None
+    # Queries the features source had sent when each batch of events was announced.
+    queries_at: list[int] = field(default_factory=list)
 
     def opened(self) -> IncidentEvent | None:
         """Return the first incident opened on the sick pod."""
@@ -399,6 +458,23 @@ def features_settings(tmp_path: Path, prometheus_url: str, playbook: str) -> Set
     )
 
 
+def features_watch(tmp_path: Path, prometheus_url: str, playbook: str) -> Watch:
+    """Build the daemon in the features mode on ``prometheus_url``, recording its events."""
+    s = features_settings(tmp_path, prometheus_url, playbook)
+    engine = Engine(s.engine_config())
+    service = build_service(s, engine)
+    watch: Watch
+
+    async def on_events(events: list[IncidentEvent]) -> None:
+        watch.events.extend(events)
+        source = watch.app.features_source
+        watch.queries_at.extend([source.queries if source is not None else -1] * len(events))
+
+    app = DaemonApp(s, engine=engine, playbooks=service, on_events=on_events)
+    watch = Watch(app, service)
+    return watch
+
+
 @asynccontextmanager
 async def features_daemon(
     tmp_path: Path, alertmanager: StartAlertmanager, playbook: str
@@ -407,21 +483,14 @@ async def features_daemon(
     # Prometheus is not up yet: its address is fixed first, so the daemon can be built.
     proxy = await FaultProxy("http://127.0.0.1:1").start()
     waiting = proxy.add("*", r".*", Answer(503, "Prometheus not started yet"), times=10**6)
-    s = features_settings(tmp_path, proxy.url, playbook)
-    engine = Engine(s.engine_config())
-    service = build_service(s, engine)
-    watch: Watch
-
-    async def on_events(events: list[IncidentEvent]) -> None:
-        watch.events.extend(events)
-
-    app = DaemonApp(s, engine=engine, playbooks=service, on_events=on_events)
-    watch = Watch(app, service)
+    watch = features_watch(tmp_path, proxy.url, playbook)
+    app = watch.app
     credentials = tmp_path / "alertmanager-token"
     credentials.write_text(TOKEN)
     try:
         async with running(app) as base:
             am = await asyncio.to_thread(alertmanager, webhook_config(base, credentials))
+            watch.alertmanager = am
             async with fleet(tmp_path, am.url.removeprefix("http://")) as (prom, sick):
                 proxy.upstream, waiting.times = prom.url, 0
                 yield watch, base, prom, sick
@@ -480,6 +549,76 @@ async def test_the_resolved_alert_and_recovered_features_resolve_the_incident(
     resolved = watch.events[-1]
     assert resolved.recovered and resolved.cause == "batching_delay"
     assert recovered and alerts == {}
+
+
+async def test_an_alert_firing_before_the_daemon_starts_opens_with_no_notification(
+    tmp_path: Path,
+) -> None:
+    """Started while a rule alert fires, with no Alertmanager: its first reads open and resolve.
+
+    Prometheus' rule fires before the daemon starts and Prometheus notifies no Alertmanager,
+    so no webhook call ever arrives (as after a restart, long before Alertmanager would
+    repeat its notification). The daemon's first read lists the alert in ``ALERTS`` and the
+    incident opens on it, before a third read is sent. Once the fault is fixed the rule stops
+    firing and the reads alone resolve the incident, with recovery evidence.
+    """
+    per_read = len(READ) + 2
+    async with fleet(tmp_path) as (prom, sick):
+        await until(lambda: firing(prom), 60.0, prom.log_tail)
+        watch = features_watch(tmp_path, prom.url, LATER)
+        app = watch.app
+        async with running(app):
+            await until(lambda: watch.opened() is not None, 15.0, lambda: watch.events)
+            sick.healthy = True
+            await until(
+                lambda: any(e.event == "resolved" for e in watch.events),
+                60.0,
+                lambda: watch.events,
+            )
+            recovered = app.engine.recovered(SICK, app.clock())
+            still = firing(prom)
+        told = len(app.cause_alerts) if app.cause_alerts is not None else None
+    kinds = [e.event for e in watch.events if e.subject == SICK]
+    assert kinds == ["opened", "resolved"], kinds
+    assert watch.events[0].cause == "batching_delay"
+    assert 0 < watch.queries_at[0] <= 2 * per_read, (watch.queries_at, per_read)
+    assert watch.events[-1].recovered and recovered and not still
+    assert told == 0
+    assert all(e.subject != WELL for e in watch.events)
+
+
+async def test_a_lost_resolution_does_not_hold_the_incident_open(
+    tmp_path: Path, alertmanager: StartAlertmanager
+) -> None:
+    """Alertmanager told the daemon the alert fires, then went away: the reads resolve it.
+
+    Alertmanager stops once its firing notification arrived, so no resolution is ever
+    delivered and the webhook's book still holds the alert; the reads of ``ALERTS`` no
+    longer list it once the fault is fixed, and the incident resolves on them with recovery
+    evidence, rather than after the book's hours-long expiry, and does not reopen.
+    """
+    async with features_daemon(tmp_path, alertmanager, LATER) as (watch, _, prom, sick):
+        app = watch.app
+        book, am = app.cause_alerts, watch.alertmanager
+        assert book is not None and am is not None
+        await until(
+            lambda: watch.opened() is not None and _key(SICK) in book.firing(app.clock()),
+            90.0,
+            prom.log_tail,
+        )
+        await asyncio.to_thread(am.stop)
+        sick.healthy = True
+        await until(
+            lambda: any(e.event == "resolved" for e in watch.events), 60.0, lambda: watch.events
+        )
+        # More reads and evaluations: the webhook's stale word reopens nothing.
+        await asyncio.sleep(2.0)
+        told = book.firing(app.clock())
+        still = firing(prom)
+    kinds = [e.event for e in watch.events if e.subject == SICK]
+    assert kinds == ["opened", "resolved"], kinds
+    assert watch.events[-1].recovered and not still
+    assert set(told.get(_key(SICK), {})) == {"batching_delay"}, told
 
 
 async def test_prometheus_down_leaves_the_daemon_up_and_stops_the_playbook_as_stale(

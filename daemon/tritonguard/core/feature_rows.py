@@ -2,8 +2,9 @@
 
 ``tritonguard rules export`` records every feature as ``tritonguard:<feature>`` labelled by
 namespace, pod and model. A daemon in the ``features`` Prometheus mode reads each one with
-one instant query for the whole fleet (:func:`feature_query`); this module turns the answers
-into the engine's ``FeatureSet`` per subject, without any I/O.
+one instant query for the whole fleet (:func:`feature_query`), and which of the rules' nine
+cause alerts fire with one more (:func:`alerts_query`); this module turns the answers into
+the engine's ``FeatureSet`` per subject and the causes firing for it, without any I/O.
 
 What the answers may hold that the daemon must not act on, and what becomes of it:
 
@@ -19,7 +20,11 @@ What the answers may hold that the daemon must not act on, and what becomes of i
 - a subject without a fresh ``request_rate``: its FeatureSet is not fresh, so no guard,
   verify step or incident acts on it;
 - an evaluation whose queries did not all succeed: the snapshot is not ``ok`` and no subject
-  of it counts as fresh.
+  of it counts as fresh;
+- an alert that is not one of the rules' cause alerts, or not firing (``pending``): not a
+  firing cause, left out silently; a cause alert without namespace and model, or whose
+  ``cause`` label is not its alert's cause: dropped and counted; one alert answered twice
+  (an HA pair's two rulers): one firing cause, since both say the same.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from tritonguard.core.features import FeatureSet, SubjectKey
-from tritonguard.core.rules_export import PREFIX, Windows
+from tritonguard.core.findings import CAUSES
+from tritonguard.core.rules_export import PREFIX, Windows, alert_name
 from tritonguard.core.thresholds import Thresholds
 
 # The recorded series holding each cause's confidence, labelled ``cause``: read once per
@@ -42,6 +48,8 @@ SYMPTOM = "symptom"
 # FeatureSet's fields that are not features but describe the reading.
 _META = frozenset({"window_s", "interval_s", "fresh"})
 FEATURE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(FeatureSet)) - _META
+# The rules' nine cause alerts (``TritonguardBatchingDelay``, ...) and the cause of each.
+CAUSE_OF_ALERT: dict[str, str] = {alert_name(c): c for c in CAUSES}
 
 
 def read_features(recorded: Iterable[str]) -> list[str]:
@@ -61,6 +69,19 @@ def feature_query(name: str, window_s: float) -> str:
     rather than frozen at its last value for Prometheus' five-minute lookback.
     """
     return f"last_over_time({PREFIX}:{name}[{max(1, math.ceil(window_s))}s])"
+
+
+def alerts_query() -> str:
+    """Return the one instant query reading which of the rules' cause alerts fire, fleet-wide.
+
+    A plain selector rather than ``last_over_time``: the ruler writes a stale marker on the
+    evaluation an alert stops firing, so a resolved alert leaves the answer at once instead
+    of lingering for the staleness bound. A ruler that stopped altogether leaves its last
+    alerts for Prometheus' lookback, but then the features it recorded go stale first and
+    their subjects are missing data, on which nothing is acted.
+    """
+    names = "|".join(sorted(CAUSE_OF_ALERT))
+    return f'ALERTS{{alertstate="firing", alertname=~"{names}", cause!=""}}'
 
 
 def subject_key(labels: Mapping[str, str]) -> SubjectKey | None:
@@ -85,8 +106,10 @@ class FeatureSnapshot:
 
     ``features`` holds a FeatureSet per subject; ``extra`` the recorded features the
     FeatureSet has no field for (``symptom``, ``in_birth``, ...), ``pods`` the ones recorded
-    per pod (namespace, pod), and ``confidences`` each cause's recorded confidence. ``ok`` is
-    False when a query failed: nothing of such a snapshot is fresh. ``unlabelled``,
+    per pod (namespace, pod), and ``confidences`` each cause's recorded confidence. ``alerts``
+    holds the rules' cause alerts firing at ``at`` by subject, or None when the read did not
+    ask for them (then only the webhook says which fire). ``ok`` is False when a query
+    failed: nothing of such a snapshot is fresh. ``unlabelled``,
     ``not_finite`` and ``conflicts`` count the series left out and why.
     """
 
@@ -99,6 +122,7 @@ class FeatureSnapshot:
     extra: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
     confidences: dict[SubjectKey, dict[str, float]] = field(default_factory=dict)
     pods: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    alerts: dict[SubjectKey, frozenset[str]] | None = None
     unlabelled: int = 0
     not_finite: int = 0
     conflicts: int = 0
@@ -140,6 +164,8 @@ class SnapshotBuilder:
         self._values: dict[SubjectKey, dict[str, float]] = {}
         self._confidences: dict[SubjectKey, dict[str, float]] = {}
         self._pods: dict[tuple[str, str], dict[str, float]] = {}
+        # None until the alerts query's answer is added: a read without it names no alert.
+        self._alerts: dict[SubjectKey, set[str]] | None = None
         self._unlabelled = self._not_finite = 0
         # (subject, feature) read twice: the feature is unknown for that subject.
         self._clashed: set[tuple[SubjectKey, str]] = set()
@@ -167,6 +193,25 @@ class SnapshotBuilder:
                 held = self._confidences.setdefault(key, {})
             self._keep(held, (key, name), row.value)
 
+    def add_alerts(self, rows: Iterable[Row]) -> None:
+        """Take the alerts query's answer: which cause alerts fire for which subject.
+
+        An alert is 1 while it fires, so its value says nothing more and is not read.
+        """
+        held = self._alerts if self._alerts is not None else {}
+        self._alerts = held
+        for row in rows:
+            labels = row.labels
+            cause = CAUSE_OF_ALERT.get(labels.get("alertname", ""))
+            # Pending: its ``for:`` has not passed, the rules do not say the cause yet.
+            if cause is None or labels.get("alertstate") != "firing":
+                continue
+            key = subject_key(labels)
+            if key is None or labels.get("cause") != cause:
+                self._unlabelled += 1
+                continue
+            held.setdefault(key, set()).add(cause)
+
     def _keep(self, held: dict[str, float], where: tuple[SubjectKey, str], value: float) -> None:
         """Keep one value; a second one for the same place makes it unknown there."""
         name = where[1]
@@ -191,6 +236,11 @@ class SnapshotBuilder:
             not_finite=self._not_finite,
             conflicts=len(self._clashed),
             clashed=frozenset(self._clashed),
+            alerts=(
+                None
+                if self._alerts is None
+                else {key: frozenset(causes) for key, causes in self._alerts.items()}
+            ),
         )
         for key, values in self._values.items():
             known = {k: v for k, v in values.items() if k in FEATURE_FIELDS}

@@ -1,10 +1,13 @@
 """Incidents from the rules' alerts, judged on the TSDB's recorded features.
 
 In the ``features`` Prometheus mode the TSDB evaluates the exported rules for the whole
-fleet and Alertmanager delivers their alerts (``Tritonguard<Cause>``, labelled namespace,
-pod, model and cause) to the daemon's webhook. :class:`CauseAlerts` keeps which cause fires
-for which subject; :class:`RecordedIncidents` turns each evaluation's firing causes and
-recorded features into findings and feeds them to the engine's own incident book, so the
+fleet. Which of their alerts (``Tritonguard<Cause>``, labelled namespace, pod, model and
+cause) fire, each read of the features says too (``FeatureSnapshot.alerts``, from
+``ALERTS`` at the same instant), and Alertmanager delivers them to the daemon's webhook,
+whose news :class:`CauseAlerts` keeps. :func:`firing_at_read` combines the two: the read is
+the truth at its instant, the webhook only adds what started firing after it.
+:class:`RecordedIncidents` turns each evaluation's firing causes and recorded features into
+findings and feeds them to the engine's own incident book, so the
 incidents, their fleet groups, the playbooks' view of features (``Engine.feature_value``,
 ``is_fresh``, ``recovered``) and every guard stay what they are when the engine computes
 features itself. Nothing here does I/O.
@@ -22,19 +25,19 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from tritonguard.core.derive import subject_of
 from tritonguard.core.engine import Diagnosis, Engine
-from tritonguard.core.feature_rows import FeatureSnapshot
+from tritonguard.core.feature_rows import CAUSE_OF_ALERT, FeatureSnapshot
 from tritonguard.core.features import FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Evidence, Finding, Fix, IncidentEvent, Subject
 from tritonguard.core.humanize import label as evidence_label
 from tritonguard.core.humanize import value as evidence_value
-from tritonguard.core.rules_export import CAUSE_TEXT, alert_name
+from tritonguard.core.rules_export import CAUSE_TEXT
 from tritonguard.core.symptoms import is_shedding
 
-CAUSE_OF_ALERT: dict[str, str] = {alert_name(c): c for c in CAUSES}
 # What each cause's incident shows of the recorded features, the deciding ones first: the
 # features its signature gates on (weight 1), then the ones that corroborate it.
 CAUSE_EVIDENCE: dict[str, tuple[tuple[str, float], ...]] = {
@@ -138,14 +141,37 @@ class AlertLike(Protocol):
         """Return Alertmanager's fingerprint ("" when it gave none)."""
         ...
 
+    @property
+    def starts_at(self) -> str:
+        """Return when the alert started firing, as RFC 3339 ("" when not given)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FiringCause:
-    """One rule alert firing for one subject: its cause and the annotations a finding reads."""
+    """One rule alert firing for one subject: its cause and the annotations a finding reads.
+
+    ``seen`` is when the daemon heard of it (the webhook's arrival, or the read's instant);
+    ``started`` when the ruler says it started firing (Alertmanager's ``startsAt``), None
+    when not known.
+    """
 
     cause: str
     annotations: Mapping[str, str]
     seen: float
+    started: float | None = None
+
+
+def started_at(text: str) -> float | None:
+    """Return an alert's RFC 3339 ``startsAt`` as epoch seconds; None if absent or unset.
+
+    Alertmanager writes the zero time (year 1) for a time it does not know.
+    """
+    try:
+        at = datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):
+        return None
+    return at if at > 0 else None
 
 
 class CauseAlerts:
@@ -185,7 +211,8 @@ class CauseAlerts:
                 for k in KEPT_ANNOTATIONS
                 if k in alert.annotations
             }
-            self._firing[name] = (key, FiringCause(cause, notes, now))
+            started = started_at(alert.starts_at)
+            self._firing[name] = (key, FiringCause(cause, notes, now, started))
             while len(self._firing) > self.max_alerts:
                 self._firing.popitem(last=False)
                 self.dropped += 1
@@ -201,6 +228,37 @@ class CauseAlerts:
         for key, firing in self._firing.values():
             out.setdefault(key, {})[firing.cause] = firing
         return out
+
+
+def firing_at_read(
+    snapshot: FeatureSnapshot | None,
+    heard: Mapping[SubjectKey, Mapping[str, FiringCause]],
+) -> dict[SubjectKey, dict[str, FiringCause]]:
+    """Return the causes firing by subject: the read's alerts, plus the webhook's news since.
+
+    A read that asked Prometheus for ``ALERTS`` is the truth at its instant: an alert in it
+    fires (with the webhook's annotations when the webhook told of it too), one absent from
+    it does not, whatever the webhook last said, so a lost resolution holds nothing and a
+    restarted daemon needs no notification. Between reads the webhook only adds, and only
+    an alert heard after the read's instant that also started firing after it: an alert the
+    read saw absent and Alertmanager still reports as firing since earlier (a resolution it
+    lost, a repeated notification) cannot reopen what the read resolved. A resolution heard
+    between reads waits for the next read to confirm it, so the two sources never take
+    turns on a finding. Without a usable read's alerts (none asked, or a failed read) the
+    webhook alone says.
+    """
+    if snapshot is None or not snapshot.ok or snapshot.alerts is None:
+        return {key: dict(causes) for key, causes in heard.items() if causes}
+    at = snapshot.at
+    out: dict[SubjectKey, dict[str, FiringCause]] = {}
+    for key, causes in snapshot.alerts.items():
+        told = heard.get(key, {})
+        out[key] = {c: told.get(c) or FiringCause(c, {}, at) for c in causes}
+    for key, news in heard.items():
+        for cause, firing in news.items():
+            if firing.seen > at and firing.started is not None and firing.started > at:
+                out.setdefault(key, {}).setdefault(cause, firing)
+    return {key: causes for key, causes in out.items() if causes}
 
 
 def _confidence(recorded: float | None, alert: FiringCause, floor: float) -> float:
@@ -292,9 +350,14 @@ class RecordedIncidents:
         firing: Mapping[SubjectKey, Mapping[str, FiringCause]],
         now: float,
     ) -> list[IncidentEvent]:
-        """Evaluate at ``now``: one book observation per fresh subject; return transitions."""
+        """Evaluate at ``now``: one book observation per fresh subject; return transitions.
+
+        ``firing`` is what the webhook told (``CauseAlerts.firing``); a usable snapshot's own
+        alerts take precedence over it (:func:`firing_at_read`).
+        """
         engine, t = self.engine, self.engine.t
         usable = snapshot is not None and snapshot.ok and 0.0 <= now - snapshot.at <= self.max_age_s
+        firing = firing_at_read(snapshot if usable else None, firing)
         fresh = (
             [k for k, f in snapshot.features.items() if f.fresh]
             if snapshot is not None and usable

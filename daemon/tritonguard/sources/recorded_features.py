@@ -2,9 +2,10 @@
 
 In the ``features`` Prometheus mode the TSDB (Prometheus, Thanos or Mimir) evaluates the
 rules of ``tritonguard rules export`` for the whole fleet. Each poll reads every recorded
-``tritonguard:<feature>`` the daemon uses and the causes' confidences with one query each, whatever the size
-of the fleet, and keeps the result as one :class:`FeatureSnapshot` (``latest``) that the
-daemon's evaluation reads. A poll reads all of it or none of it: a query that fails, times
+``tritonguard:<feature>`` the daemon uses, the causes' confidences and the rules' firing cause
+alerts (``ALERTS``) with one query each, all at one instant, whatever the size of the fleet,
+and keeps the result as one :class:`FeatureSnapshot` (``latest``) that the daemon's
+evaluation reads. A poll reads all of it or none of it: a query that fails, times
 out, or answers with more than the byte cap makes the whole snapshot unusable, so nothing is
 judged on half an evaluation.
 """
@@ -21,6 +22,7 @@ from tritonguard.core.feature_rows import (
     FeatureSnapshot,
     Row,
     SnapshotBuilder,
+    alerts_query,
     failed_snapshot,
     feature_query,
     read_features,
@@ -43,10 +45,12 @@ class RecordedFeatureSource:
     """Read every recorded feature for the whole fleet each poll; keep the newest snapshot.
 
     ``features`` are the names ``rules_export.recorded_features`` lists, of which only the
-    ones an evaluation reads are queried (``read_features``); the causes' confidences are
-    read besides. At most ``concurrency`` queries run at once, and a poll
-    gives up after ``deadline_s``. With ``shard_filter`` the subjects of other shards'
-    workloads are left out of the snapshot (each shard still reads the whole answer).
+    ones an evaluation reads are queried (``read_features``); the causes' confidences and
+    the rules' firing cause alerts are read besides, under the same cap, deadline and shard
+    filter: a failed alerts query fails the read as a failed feature query does. At most
+    ``concurrency`` queries run at once, and a poll gives up after ``deadline_s``. With
+    ``shard_filter`` the subjects (and alerts) of other shards' workloads are left out of
+    the snapshot (each shard still reads the whole answer).
     """
 
     name = "prometheus_features"
@@ -94,8 +98,8 @@ class RecordedFeatureSource:
                 read = await self._read_all(builder, now)
         except* TimeoutError:
             error = (
-                f"{self._client.url}: {len(self.features)} feature queries not answered "
-                f"within {self.deadline_s:g}s"
+                f"{self._client.url}: {len(self.features) + 1} queries (features and rule "
+                f"alerts) not answered within {self.deadline_s:g}s"
             )
         except* PrometheusQueryError as failed:
             # The first failure stops the others; one reason says what went wrong.
@@ -131,24 +135,36 @@ class RecordedFeatureSource:
         return PollResult(statuses=[status], stored=read if error is None else 0)
 
     async def _read_all(self, builder: SnapshotBuilder, at: float) -> int:
-        """Run the feature queries, ``concurrency`` at a time; stop at the first failure."""
-        names = iter(self.features)
+        """Run the feature and alerts queries, ``concurrency`` at once; stop at the first failure."""
+        # None stands for the alerts query, sent last: with one query at a time, the
+        # features' order is what it always was.
+        jobs: list[tuple[str | None, str]] = [
+            *((name, feature_query(name, self.window_s)) for name in self.features),
+            (None, alerts_query()),
+        ]
+        pending = iter(jobs)
         read = 0
 
         async def worker() -> None:
             nonlocal read
-            for name in names:
+            for name, promql in pending:
                 self.queries += 1
-                # NaN is kept so the snapshot counts it as not finite rather than losing it.
-                raw = await self._client.instant_query(
-                    feature_query(name, self.window_s), at=at, keep_nan=True
-                )
+                try:
+                    # NaN is kept so the snapshot counts it as not finite rather than losing it.
+                    raw = await self._client.instant_query(promql, at=at, keep_nan=True)
+                except PrometheusQueryError as failed:
+                    if name is None:
+                        raise PrometheusQueryError(f"rule alerts query: {failed}") from None
+                    raise
                 rows = [Row(s.metric, s.value) for s in raw if self.keeps(s.metric)]
-                builder.add(name, rows)
+                if name is None:
+                    builder.add_alerts(rows)
+                else:
+                    builder.add(name, rows)
                 read += len(rows)
 
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(self._concurrency, len(self.features))):
+            for _ in range(min(self._concurrency, len(jobs))):
                 group.create_task(worker())
         return read
 
