@@ -63,6 +63,7 @@ def _read(at: float, *alerts: Row, symptom: bool = True) -> SnapshotBuilder:
 def _heard(
     seen: float, started: float | None
 ) -> dict[tuple[str, str, str], dict[str, FiringCause]]:
+    """Return the webhook's view: batching_delay on KEY, heard at ``seen``, started at ``started``."""
     return {
         KEY: {"batching_delay": FiringCause("batching_delay", {"summary": "told"}, seen, started)}
     }
@@ -168,6 +169,7 @@ def test_the_webhook_keeps_when_an_alert_started_firing() -> None:
 
 
 def _engine() -> tuple[Engine, RecordedIncidents]:
+    """Return an engine and the recorded-incidents book that feeds it."""
     engine = Engine(EngineConfig(thresholds=T))
     return engine, RecordedIncidents(engine, max_age_s=30.0)
 

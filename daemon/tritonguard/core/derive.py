@@ -304,16 +304,21 @@ def _window_queue_shares(
 ) -> list[float] | None:
     """Return each scrape's queue share of request time in the window, once it is seen long.
 
-    None while the subject's requests have been seen for less than ``rate_window_s`` (the
-    daemon just started, or the model just appeared): a server's first seconds hold start-up
-    transients (the first slow executions, a repository poll reloading the model once) that
-    queue requests for a few seconds and are no evidence of lasting overload. Seconds, not
-    scrapes: the transient lasts as long at any scrape interval.
+    None while the subject's request counter has been seen for less than ``rate_window_s``
+    (the daemon just started, or the model just appeared): a server's first seconds hold
+    start-up transients (the first slow executions, a repository poll reloading the model
+    once) that queue requests for a few seconds and are no evidence of lasting overload.
+    Seconds, not scrapes, since the transient lasts as long at any interval; from about 20 s
+    scrapes up, one scrape can hold all of it, and a burst inside the first one still reads
+    as queueing. A model loaded long ago that gets its first traffic, or a restarted
+    container (its counters continue, reset-adjusted), is held back by the majority rule
+    of ``symptoms._queued_now`` alone.
     """
     latency_inc, requests_inc = latency_and_requests
     first = min(requests_inc, default=None)
-    # The first increase arrives one scrape after the first point; half a scrape of jitter.
-    if first is None or first > now - t.rate_window_s + 1.5 * f.interval_s:
+    # The first increase arrives one scrape after the first point; a tenth of one of jitter,
+    # as the window's own anchor allows (the rules' `offset (rate_window_s - interval)`).
+    if first is None or first > now - t.rate_window_s + 1.1 * f.interval_s:
         return None
     start = now - f.window_s + 0.1 * f.interval_s
     return [v for _, v in ratio_points(after(queue_inc, start), after(latency_inc, start))]

@@ -40,10 +40,11 @@ def symptom_of(
     own per-window values and by ``shift_floor`` of that median, with at least
     ``min_requests`` requests in the window. Queue time is measured against the baseline's
     latency, not its (often near-zero) queue. Without a baseline, requests that wait longer
-    than they compute are a symptom at any scale, over a whole window seen and in most of
-    its newest scrapes (``queue_shares``, each scrape's queue share of request time in the
-    window; None while the subject has been seen for less than a window). ``recent`` holds
-    the per-scrape mean latencies inside the current window, for the sustained check.
+    than they compute are a symptom at any scale, once ``rate_window_s`` is seen and in most
+    of the newest scrapes (``queue_shares``, each scrape's queue share of request time in
+    the window; None while the subject has been seen for less than ``rate_window_s``).
+    ``recent`` holds the per-scrape mean latencies inside the current window, for the
+    sustained check.
     """
     reasons: list[str] = []
     lat_r = p99_r = q_r = None
@@ -111,9 +112,12 @@ def _queued_now(shares: list[float], t: Thresholds, interval_s: float) -> bool:
     (one at 30 s): a transient lasts seconds whatever the interval, and a majority of
     three, not the fast path's ``fast_abnormal``, is the shortage's first 20 s at 10 s.
     """
-    newest = shares[-queue_scrapes(t, interval_s) :]
+    wanted = queue_scrapes(t, interval_s)
+    newest = shares[-wanted:]
     above = sum(1 for v in newest if v > 0.5)
-    return bool(newest) and newest[-1] > 0.5 and 2 * above > len(newest)
+    # A majority of the scrapes wanted, not of those there: a window that holds fewer (the
+    # first ones, scrapes without requests) must not win on one, and the rules count alike.
+    return bool(newest) and newest[-1] > 0.5 and 2 * above > wanted
 
 
 def fast_symptom(
