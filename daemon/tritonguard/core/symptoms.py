@@ -112,12 +112,11 @@ def _queued_now(shares: list[float], t: Thresholds, interval_s: float) -> bool:
     (one at 30 s): a transient lasts seconds whatever the interval, and a majority of
     three, not the fast path's ``fast_abnormal``, is the shortage's first 20 s at 10 s.
     """
-    wanted = queue_scrapes(t, interval_s)
-    newest = shares[-wanted:]
+    newest = shares[-queue_scrapes(t, interval_s) :]
     above = sum(1 for v in newest if v > 0.5)
-    # A majority of the scrapes wanted, not of those there: a window that holds fewer (the
-    # first ones, scrapes without requests) must not win on one, and the rules count alike.
-    return bool(newest) and newest[-1] > 0.5 and 2 * above > wanted
+    # A majority of the shares there: a source whose points are sparser than its interval
+    # (a Prometheus read at its own cadence) holds fewer, and must still be read.
+    return bool(newest) and newest[-1] > 0.5 and 2 * above > len(newest)
 
 
 def fast_symptom(
