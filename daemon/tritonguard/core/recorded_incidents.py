@@ -5,7 +5,9 @@ fleet. Which of their alerts (``Tritonguard<Cause>``, labelled namespace, pod, m
 cause) fire, each read of the features says too (``FeatureSnapshot.alerts``, from
 ``ALERTS`` at the same instant), and Alertmanager delivers them to the daemon's webhook,
 whose news :class:`CauseAlerts` keeps. :func:`firing_at_read` combines the two: the read is
-the truth at its instant, the webhook only adds what started firing after it.
+the truth at its instant, the webhook only adds what started firing after it; a webhook
+alert that no read ever lists (a read path hiding ``ALERTS``) opens nothing, and
+``core.hidden_alerts`` tells it apart for the daemon to warn of.
 :class:`RecordedIncidents` turns each evaluation's firing causes and recorded features into
 findings and feeds them to the engine's own incident book, so the
 incidents, their fleet groups, the playbooks' view of features (``Engine.feature_value``,

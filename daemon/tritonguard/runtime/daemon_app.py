@@ -21,11 +21,20 @@ from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.config_map_changes import ConfigMapChange
 from tritonguard.core.engine import Engine
+from tritonguard.core.feature_rows import CAUSE_OF_ALERT, FeatureSnapshot
+from tritonguard.core.features import SubjectKey
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import GROUP_GUARDS, one_per_group, with_past_groups
+from tritonguard.core.hidden_alerts import (
+    SHOWN_SUBJECTS,
+    HiddenAlerts,
+    HiddenAlertWarnings,
+    by_alert,
+    hidden_after_s,
+)
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.core.pod_targets import PodTarget
-from tritonguard.core.recorded_incidents import CauseAlerts, RecordedIncidents
+from tritonguard.core.recorded_incidents import CauseAlerts, FiringCause, RecordedIncidents
 from tritonguard.core.rollout_changes import RolloutChange
 from tritonguard.core.rules_export import compile_rules, recorded_features
 from tritonguard.core.samples import Sample, label
@@ -212,6 +221,22 @@ class DaemonApp:
             if self.features_source is not None
             else None
         )
+        # Webhook alerts the reads of ALERTS never list: warned of and counted, not acted on.
+        self.hidden_alerts = (
+            HiddenAlerts(
+                bound_s=hidden_after_s(
+                    # The rules are compiled for, and evaluated at, the read interval.
+                    self.features_source.interval_s,
+                    self.features_source.interval_s,
+                )
+            )
+            if self.features_source is not None
+            else None
+        )
+        self._hidden_warnings = HiddenAlertWarnings()
+        if self.features_source is not None:
+            # At 0 from the start, so a rule on it works before anything was hidden.
+            self.metrics.set_hidden_alerts(dict.fromkeys(CAUSE_OF_ALERT, 0))
         self._unjudged_log = LogThrottle(60.0)
         self._judged_snapshot: object = None
         self.http: HttpServer | None = None
@@ -519,7 +544,9 @@ class DaemonApp:
         if self.recorded is None or self.features_source is None or self.cause_alerts is None:
             return self.engine.evaluate(now)
         latest = self.features_source.latest
-        events = self.recorded.evaluate(latest, self.cause_alerts.firing(now), now)
+        heard = self.cause_alerts.firing(now)
+        events = self.recorded.evaluate(latest, heard, now)
+        self._report_hidden(latest, heard, now)
         if latest is not None and latest is not self._judged_snapshot:
             # Once per read, not per evaluation: several evaluations may judge one read.
             self._judged_snapshot = latest
@@ -541,6 +568,39 @@ class DaemonApp:
                 read_error=_shown(latest.error) if latest is not None else "nothing read yet",
             )
         return events
+
+    def _report_hidden(
+        self,
+        latest: FeatureSnapshot | None,
+        heard: Mapping[SubjectKey, Mapping[str, FiringCause]],
+        now: float,
+    ) -> None:
+        """Count and warn of webhook alerts the reads of ALERTS do not list (docs/modes.md)."""
+        if self.hidden_alerts is None or self.features_source is None:
+            return
+        hidden = self.hidden_alerts.judge(latest, heard)
+        if hidden is None:
+            # A failed read tells nothing of what ALERTS would list: the counts stand.
+            return
+        named = by_alert(hidden)
+        self.metrics.set_hidden_alerts({name: len(alerts) for name, alerts in named.items()})
+        source = self.features_source
+        for name in self._hidden_warnings.due(named, now):
+            alerts = named[name]
+            self._log.warning(
+                "rule alerts hidden: the webhook reports them firing, the read of ALERTS "
+                "does not list them, so no incident opens on them",
+                alertname=name,
+                subjects=[a.subject for a in alerts[:SHOWN_SUBJECTS]],
+                hidden=len(alerts),
+                absent_for_s=round(max(a.absent_s for a in alerts), 1),
+                query=source.alerts_query,
+                prometheus_url=redact_url(source.url),
+                hint="make ALERTS queryable through prometheus_url (a label-enforcing proxy "
+                "or tenant must let the series through, a Thanos or Mimir querier must reach "
+                "the ruler's alerts), or point prometheus_url at the Prometheus or ruler "
+                "whose rules fire",
+            )
 
     def _observe_memory(self) -> None:
         """Export the memory the bounded parts hold; say so when the budget sheds."""

@@ -190,6 +190,17 @@ class SelfMetrics:
             registry=registry,
         )
         self._shed_seen: dict[str, int] = {}
+        self.rule_alerts_hidden = Gauge(
+            "tritonguard_rule_alerts_hidden",
+            "prometheus_mode features: rule cause alerts the Alertmanager webhook reports "
+            "firing that the reads of ALERTS have not listed for longer than two rule "
+            "evaluations and a read, by alert name. The read wins, so no incident opens on "
+            "them: above 0, ALERTS is not queryable through prometheus_url, or it points at "
+            "another Prometheus than the one whose rules fire.",
+            ["alertname"],
+            registry=registry,
+        )
+        self._hidden_seen: set[str] = set()
         self.discovery_targets = Gauge(
             "tritonguard_discovery_targets",
             "Triton pods discovery found ready to scrape, by namespace.",
@@ -315,6 +326,12 @@ class SelfMetrics:
         self._causes_seen.update(tally)
         for cause in self._causes_seen:
             self.open_incidents.labels(cause).set(tally.get(cause, 0))
+
+    def set_hidden_alerts(self, counts: Mapping[str, int]) -> None:
+        """Set the hidden rule alerts by alert name; names no longer hidden drop back to 0."""
+        self._hidden_seen.update(counts)
+        for name in self._hidden_seen:
+            self.rule_alerts_hidden.labels(name).set(counts.get(name, 0))
 
     def watch_alert_book(self, book: AlertBook) -> None:
         """Export the book's size and count what it drops."""

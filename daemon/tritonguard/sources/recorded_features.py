@@ -72,6 +72,8 @@ class RecordedFeatureSource:
         self.deadline_s = deadline_s if deadline_s is not None else interval_s
         # How old a recorded value may be and still count: the engine's own bound.
         self.window_s = thresholds.stale_after(interval_s)
+        # The one query reading the rules' firing cause alerts (named when they seem hidden).
+        self.alerts_query = alerts_query()
         self.latest: FeatureSnapshot | None = None
         # Queries sent since the source was made, for /metrics and the tests.
         self.queries = 0
@@ -80,6 +82,11 @@ class RecordedFeatureSource:
         self._concurrency = max(1, concurrency)
         self._clock = clock
         self._shard_filter = shard_filter
+
+    @property
+    def url(self) -> str:
+        """The Prometheus (Thanos, Mimir) base URL read, without credentials."""
+        return self._client.url
 
     @property
     def max_age_s(self) -> float:
@@ -140,7 +147,7 @@ class RecordedFeatureSource:
         # features' order is what it always was.
         jobs: list[tuple[str | None, str]] = [
             *((name, feature_query(name, self.window_s)) for name in self.features),
-            (None, alerts_query()),
+            (None, self.alerts_query),
         ]
         pending = iter(jobs)
         read = 0
