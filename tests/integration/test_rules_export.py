@@ -521,3 +521,54 @@ if __name__ == "__main__":
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tritonguard-rules-measure"))
     options = parser.parse_args()
     sys.stdout.write(report(measure(options.variants.split(","), options.workdir)))
+
+
+def _steadiness_at(tmp_path: Path, straddle_queue_ms: float, at: int) -> Run:
+    """Run the 10 s rules on a batcher's wait whose onset scrape queued ``straddle_queue_ms``.
+
+    Thirty healthy scrapes, the onset's scrape at 300 s, the batcher's 80 ms wait from 310 s.
+    The test expects the queue steadiness at ``at`` to be the shift's own: steady (1).
+    """
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), 10.0)])))
+    phases = [
+        Phase(30, rps=5, queue_ms=0.5),
+        Phase(1, rps=5, queue_ms=straddle_queue_ms),
+        Phase(12, rps=5, queue_ms=80.0, batch=1.6),
+    ]
+    series = triton_model(phases, interval=10.0)
+    subject = '{namespace="prod", pod="triton-0", model="resnet"}'
+    doc = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "10s",
+        "tests": [
+            {
+                "interval": "10s",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": "tritonguard:queue_steadiness >= bool 0.5",
+                        "eval_time": f"{at}s",
+                        "exp_samples": [{"labels": subject, "value": 1}],
+                    }
+                ],
+            }
+        ],
+    }
+    test = tmp_path / "steadiness.test.yaml"
+    test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    return run
+
+
+def test_the_rules_leave_the_onsets_half_healthy_scrape_out_of_the_steadiness(
+    tmp_path: Path,
+) -> None:
+    """As ``batching_delay.past_the_onset``: the onset's scrape, lowest of the shift, goes.
+
+    At 330 s the rules' window of per-scrape readings holds the onset's (a quarter of the
+    wait) and two of the batcher's: judged with the onset's scrape the wait read as a burst (steadiness 0.25,
+    the veto); the shift's own two scrapes queue alike.
+    """
+    run = _steadiness_at(tmp_path, 20.0, 330)
+    assert run.code == 0, run.output[-3000:]

@@ -38,7 +38,7 @@ import yaml
 
 from tritonguard.core.findings import CAUSES
 from tritonguard.core.signatures.memory_copy import MIN_GROWN_SHARE
-from tritonguard.core.symptoms import queue_scrapes
+from tritonguard.core.symptoms import QUEUED_SHARE, queue_scrapes
 from tritonguard.core.thresholds import Thresholds
 
 BY = "namespace, pod, model"
@@ -695,7 +695,8 @@ class _Builder:
             ),
         )
         self.record(
-            f"{series('scrape_queue_share')}:queued", known(f"{_f('scrape_queue_share')} > 0.5")
+            f"{series('scrape_queue_share')}:queued",
+            known(f"{_f('scrape_queue_share')} > {num(QUEUED_SHARE)}"),
         )
         self.feature(
             "scrape_compute_per_exec_us",
@@ -957,7 +958,7 @@ class _Builder:
                 # Without a healthy history, requests that wait longer than they compute,
                 # over a whole window seen and in most of its newest scrapes
                 # (symptoms.symptom_of): a start-up burst of queueing that passed is none.
-                f"({_f('queue_share')} > 0.5 and on ({BY}) ({lasting_queue}))"
+                f"({_f('queue_share')} > {num(QUEUED_SHARE)} and on ({BY}) ({lasting_queue}))"
                 f" unless on ({BY}) {lat_base}",
             )
         )
@@ -1004,9 +1005,24 @@ class _Builder:
                 f"and on ({BY}) (count_over_time({points}[{pts}]) >= 3)"
             )
 
+        # batching_delay.past_the_onset: the shift's scrapes after its first, which straddles
+        # the onset when it is the lowest of them; two of them left are judged as a pair
+        # (the lower over the higher), as the engine's pair of the shift's own scrapes.
+        after = f"{series('scrape_queue_us')}:since_shift_after"
+        self.record(after, f"{since} and on ({BY}) ({since} offset {duration(w.interval_s)})")
+        straddled = (
+            f"on ({BY}) ((count_over_time({after}[{pts}]) >= 2) and on ({BY}) "
+            f"(min_over_time({since}[{pts}]) < on ({BY}) min_over_time({after}[{pts}])))"
+        )
+        pair = (
+            f"min_over_time({after}[{pts}]) / (max_over_time({after}[{pts}]) > 0) "
+            f"and on ({BY}) (count_over_time({after}[{pts}]) == 2)"
+        )
         self.record(
             f"{PREFIX}:queue_steadiness",
-            f"({steadiness(since)} and {shifted}) or ({steadiness(queue)} unless {shifted})",
+            f"((({steadiness(after)}) or ({pair})) and {straddled} and {shifted}) "
+            f"or (({steadiness(since)} and {shifted}) unless {straddled}) "
+            f"or ({steadiness(queue)} unless {shifted})",
         )
 
     def fast_symptom(self) -> None:

@@ -8,6 +8,13 @@ from tritonguard.core.baselines import Baseline
 from tritonguard.core.features import FeatureSet
 from tritonguard.core.thresholds import Thresholds
 
+# A share of request time spent queued above this is a request that waited longer than it
+# computed: request time is queue time plus compute, so past half the wait dominates. No
+# healthy server without a batcher's timer keeps requests waiting longer than their own
+# work takes for long (an instance idle at least half the time takes each arrival at
+# once), which makes it a symptom at any scale, without a baseline to compare with.
+QUEUED_SHARE = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class Symptom:
@@ -72,7 +79,7 @@ def symptom_of(
     elif (
         base is None
         and enough
-        and (f.queue_share or 0.0) > 0.5
+        and (f.queue_share or 0.0) > QUEUED_SHARE
         and queue_shares is not None
         and _queued_now(queue_shares, t, f.interval_s)
     ):
@@ -113,10 +120,10 @@ def _queued_now(shares: list[float], t: Thresholds, interval_s: float) -> bool:
     three, not the fast path's ``fast_abnormal``, is the shortage's first 20 s at 10 s.
     """
     newest = shares[-queue_scrapes(t, interval_s) :]
-    above = sum(1 for v in newest if v > 0.5)
+    above = sum(1 for v in newest if v > QUEUED_SHARE)
     # A majority of the shares there: a source whose points are sparser than its interval
     # (a Prometheus read at its own cadence) holds fewer, and must still be read.
-    return bool(newest) and newest[-1] > 0.5 and 2 * above > len(newest)
+    return bool(newest) and newest[-1] > QUEUED_SHARE and 2 * above > len(newest)
 
 
 def fast_symptom(

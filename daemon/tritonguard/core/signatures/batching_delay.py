@@ -32,6 +32,22 @@ def queue_steadiness(per_scrape: list[float], min_points: int = STEADY_MIN_SCRAP
     return ordered[0] / mid if mid > 0 else None
 
 
+def past_the_onset(points: list[float], limit: float | None) -> list[float]:
+    """Return the shift's per-scrape queue without its first scrape when that one straddles.
+
+    The scrape the onset fell in is part healthy, so its queue lies between the healthy level
+    and the shift's, below every scrape wholly inside a shift that lasts: when the first point
+    is abnormal (beyond ``limit``, the baseline's per-scrape noise) and the lowest of them,
+    it is the onset's scrape and says nothing of how steady the shift is. A burst that has
+    passed (a reload, a spike) leaves scrapes lower than its first after it, and keeps that
+    one. Only with two points left at least, so steadiness is still judged on points of the
+    shift's own.
+    """
+    if limit is not None and len(points) >= 3 and limit < points[0] < min(points[1:]):
+        return points[1:]
+    return points
+
+
 def _beyond_the_timer(queue_us: float | None, delay_us: float, exec_us: float | None) -> bool:
     """Whether most of the requests' queue time is not the batcher's timer.
 
@@ -95,14 +111,18 @@ def check(ctx: Context) -> Finding | None:
     # cold executions of the reload that applied the new delay stay in its p99 long after
     # they ended, while the batcher they left waits; executions slow now show in compute
     # per inference above.
-    steady = queue_steadiness(ctx.scrape_queue)
+    limit = b.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if b else None
+    points = past_the_onset(ctx.scrape_queue, limit)
+    steady = queue_steadiness(points)
     if steady is not None and steady < t.batching_steady:
         return None  # queueing in bursts (reloads, spikes) is not a batcher's steady wait
-    if steady is None and len(ctx.scrape_queue) == 2:
+    if steady is None and len(points) == 2:
         # Two points that queue alike are a steady wait: a reload's or spike's queue fills one
-        # and leaves the other near normal. Two that differ are no veto, though: the first may
-        # straddle the onset, half healthy.
-        pair = queue_steadiness(ctx.scrape_queue, min_points=2)
+        # and leaves the other near normal. Two that differ are no veto while the first may
+        # straddle the onset, half healthy; once that one is gone, both are the shift's own.
+        pair = queue_steadiness(points, min_points=2)
+        if pair is not None and pair < t.batching_steady and points is not ctx.scrape_queue:
+            return None
         steady = pair if pair is not None and pair >= t.batching_steady else None
     conf = 0.6 if steady is not None else 0.45
     ev = symptom_evidence(ctx)
