@@ -41,8 +41,18 @@ live: venv system-deps
 # one beside the CPU-bound rest of the suite. Tests sharing a wider-scoped fixture (a live
 # lab, a module's Triton, the wheel) form one group (tests/conftest.py), so each fixture is set
 # up once, on one worker; groups go out in collection order, the live end-to-end ones first.
-test: venv system-deps lint
-	$(BIN)/pytest -q --durations=25 -n 2 --dist loadgroup --no-loadscope-reorder
+# The type check and the layer contracts take a core for a minute or two on a fresh clone: they
+# run beside the suite at the lowest priority, on the cycles its first tests leave while they
+# wait on Tritons (taking little from a live test's timing), and report after it; either
+# failing fails the target.
+test: venv system-deps
+	$(BIN)/ruff check daemon tests benchmarks
+	$(BIN)/ruff format --check daemon tests benchmarks
+	@{ nice -n 19 $(BIN)/mypy && nice -n 19 $(BIN)/lint-imports; } > $(VENV)/type-check.log 2>&1 & checks=$$!; \
+	$(BIN)/pytest -q --durations=25 -n 2 --dist loadgroup --no-loadscope-reorder; suite=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "--- mypy and lint-imports:"; cat $(VENV)/type-check.log; \
+	test $$suite -eq 0 && test $$checked -eq 0
 
 # The main job: a local Triton, the daemon against it, faults injected one after another.
 demo: venv system-deps
