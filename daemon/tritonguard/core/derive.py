@@ -8,6 +8,7 @@ computed here, once per subject and evaluation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
@@ -133,7 +134,15 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         ),
     )
     in_birth = birth is not None and now - birth.born_at <= early_span(f)
-    fast = _fast_context(reader, key, ctx, per_scrape, (per_scrape_queue, pooled_queue), t)
+    fast = _fast_context(
+        reader,
+        key,
+        ctx,
+        per_scrape,
+        (per_scrape_queue, pooled_queue),
+        t,
+        (latency_inc, queue_inc, requests_inc),
+    )
     if (symptom.sustained or fast is not None) and base is not None:
         # Only while a cause is read (on the full window or the fast path), so it costs one
         # more window's features per slow subject. The shift that matters to the causes
@@ -331,12 +340,16 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
     per_scrape: list[tuple[float, float]],
     queues: tuple[list[tuple[float, float]], list[tuple[float, float]]],
     t: Thresholds,
+    counts: tuple[dict[float, float], dict[float, float], dict[float, float]] | None = None,
 ) -> Context | None:
     """Return the short window's context when its newest scrapes are abnormal, else None.
 
     Only where the short window is shorter than the full one (scrapes faster than a quarter
     of ``rate_window_s``): at coarser scrapes the full window already spans few scrapes.
     ``queues`` are the queue per request of each scrape and pooled (see ``pooled_ratio``).
+    ``counts`` are the latency, queue and request increases per scrape: with them, a model
+    too quiet for ``fast_scrapes`` scrapes to hold ``min_requests`` requests is read on a
+    longer short window of pooled points (see :func:`low_rate_points`).
     """
     f, base = ctx.features, ctx.baseline
     per_scrape_queue, pooled_queue = queues
@@ -347,12 +360,67 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
     latency = [v for at, v in per_scrape if at > horizon]
     queue = [v for at, v in per_scrape_queue if at > horizon]
     symptom = fast_symptom(latency, queue, base, t)
+    short = None
+    if symptom is not None:
+        short = reader.compute(key, window=span)
+        if short.request_rate is None or short.request_rate * span < t.min_requests:
+            short = None
+    if short is None:
+        # Too few requests in the newest scrapes for their means to say anything: a quiet
+        # model is read on a longer short window of pooled points, if one is short enough.
+        newest = ctx.now - (t.fast_scrapes - 0.5) * f.interval_s
+        served = sum(v for at, v in (counts[2] if counts else {}).items() if at > newest)
+        low = (
+            low_rate_points(counts, ctx.now, f.interval_s, f.window_s, t)
+            if counts is not None and served < t.min_requests
+            else None
+        )
+        if low is None:
+            return None
+        scrapes, latency, queue = low
+        symptom = fast_symptom(latency, queue, base, t, pooled=True)
+        if symptom is None:
+            return None
+        span = scrapes * f.interval_s
+        short = reader.compute(key, window=span)
+        horizon = ctx.now - (scrapes + 0.5) * f.interval_s
+        if short.request_rate is None:
+            return None
     if symptom is None:
-        return None
-    short = reader.compute(key, window=span)
-    if short.request_rate is None or short.request_rate * span < t.min_requests:
         return None
     # Steadiness is judged on the scrapes since the shift: the short window still holds the
     # healthy scrapes before the onset, which would read as queueing in bursts.
     pooled = [v for at, v in pooled_queue if at > horizon]
     return replace(ctx, features=short, symptom=symptom, scrape_queue=pooled[-t.fast_abnormal :])
+
+
+def low_rate_points(
+    counts: tuple[dict[float, float], dict[float, float], dict[float, float]],
+    now: float,
+    interval: float,
+    window: float,
+    t: Thresholds,
+) -> tuple[int, list[float], list[float]] | None:
+    """Return the low-traffic short window: its scrapes and its pooled latency and queue points.
+
+    ``fast_scrapes`` scrapes of a quiet model hold fewer than ``min_requests`` requests, so
+    their mean says nothing and each scrape's mean (a request or two) even less. The short
+    window grows scrape by scrape from ``fast_scrapes`` until it holds ``fast_scrapes``
+    points of at least ``min_requests / fast_scrapes`` requests each (scrapes pooled newest
+    back, as :func:`pooled_points`): together ``min_requests``, the count a mean needs, and
+    split as a busy model's ``fast_scrapes`` scrapes would be. None once that span would
+    reach the full window (the full window then reads as soon as the fast path could).
+    """
+    latency_inc, queue_inc, requests_inc = counts
+    per_point = math.ceil(t.min_requests / t.fast_scrapes)
+    for scrapes in range(t.fast_scrapes, math.ceil(window / interval)):
+        if scrapes * interval >= window:
+            break
+        # The increases of the newest ``scrapes`` scrapes (half a scrape of jitter).
+        start = now - (scrapes - 0.5) * interval
+        latency = pooled_points(after(latency_inc, start), requests_inc, per_point)
+        if len(latency) < t.fast_scrapes:
+            continue
+        queue = pooled_points(after(queue_inc, start), requests_inc, per_point)
+        return scrapes, [v for _, v in latency], [v for _, v in queue]
+    return None

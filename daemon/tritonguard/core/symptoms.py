@@ -127,7 +127,7 @@ def _queued_now(shares: list[float], t: Thresholds, interval_s: float) -> bool:
 
 
 def fast_symptom(
-    latency: list[float], queue: list[float], base: Baseline, t: Thresholds
+    latency: list[float], queue: list[float], base: Baseline, t: Thresholds, *, pooled: bool = False
 ) -> Symptom | None:
     """Return the short window's symptom when most of the newest scrapes are abnormal.
 
@@ -136,23 +136,40 @@ def fast_symptom(
     ``fast_abnormal`` of ``fast_scrapes`` must be, the newest among them, so a shift that
     has already passed does not open anything. None when the baseline has no per-scrape
     history or the short window is not abnormal.
+
+    ``pooled`` points (a quiet model's, see ``derive.low_rate_points``) are means of several
+    scrapes' requests, at least as many as any of them held. The baseline learnt its
+    per-scrape spread on single scrapes, so a pooled point varies less than that spread says
+    (a mean of n requests spreads as 1/sqrt(n)): the per-scrape bar is conservative for it,
+    never too low. Its centre is not the same, though: it is a mean of more requests, and
+    on a skewed latency (a slow request now and then) the median of means of a request or two
+    lies below the mean of many, so the pooled point would sit above the per-scrape median
+    while healthy. It must therefore also clear the bar of the baseline's window mean
+    (``mean_latency_us``, ``mean_queue_us``: means of ``min_requests`` or more, the centre
+    a pooled mean has), the higher of the two bars.
     """
     reasons = []
     ratios: dict[str, float | None] = {"latency": None, "queue": None}
-    for what, points, name in (
-        ("latency", latency, "scrape_latency_us"),
-        ("queue", queue, "scrape_queue_us"),
+    for what, points, name, window_name in (
+        ("latency", latency, "scrape_latency_us", "mean_latency_us"),
+        ("queue", queue, "scrape_queue_us", "mean_queue_us"),
     ):
         limit = base.abnormal_above(name, t.noise_k, t.shift_floor)
         med = base.get(name)
         if limit is None or not med or len(points) < t.fast_scrapes:
             continue
+        if pooled:
+            window_limit = base.abnormal_above(window_name, t.noise_k, t.shift_floor)
+            if window_limit is None:
+                continue
+            limit = max(limit, window_limit)
         newest = points[-t.fast_scrapes :]
         above = sum(1 for v in newest if v > limit)
         if above >= t.fast_abnormal and newest[-1] > limit:
             ratios[what] = sorted(newest)[len(newest) // 2] / med
             reasons.append(
-                f"{what} up in {above} of the last {len(newest)} scrapes "
+                f"{what} up in {above} of the last {len(newest)} "
+                f"{'pooled points' if pooled else 'scrapes'} "
                 f"({ratios[what]:.1f}x the baseline's per-scrape median)"
             )
     if not reasons:
