@@ -338,36 +338,47 @@ def test_a_new_version_slower_throughout_is_not_a_cold_start(tmp_path: Path) -> 
     assert "cold_start" not in fired(run.output), run.output[-2000:]
 
 
-def _symptom_test(tmp_path: Path, phases: list[Phase], expect: dict[int, bool]) -> Run:
-    """Run the 2 s rules on one synthetic model; ``expect`` says when the symptom is up."""
+# The labels of the one model the synthetic rules tests write (``triton_model``).
+SUBJECT = '{namespace="prod", pod="triton-0", model="resnet"}'
+
+
+def _expr_test(
+    tmp_path: Path,
+    phases: list[Phase],
+    interval_s: float,
+    expr: str,
+    expect: dict[int, list[dict[str, object]]],
+) -> Run:
+    """Run the rules for ``interval_s`` on one synthetic model; ``expect``: samples by time."""
     rules = tmp_path / "rules.yaml"
-    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), 2.0)])))
-    series = triton_model(phases, interval=2.0)
-    subject = '{namespace="prod", pod="triton-0", model="resnet"}'
+    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), interval_s)])))
+    series = triton_model(phases, interval=interval_s)
+    step = f"{interval_s:g}s"
     doc = {
         "rule_files": [str(rules)],
-        "evaluation_interval": "2s",
+        "evaluation_interval": step,
         "tests": [
             {
-                "interval": "2s",
+                "interval": step,
                 "input_series": [{"series": s, "values": v} for s, v in series.items()],
                 "promql_expr_test": [
-                    {
-                        "expr": "tritonguard:symptom",
-                        "eval_time": f"{at}s",
-                        "exp_samples": [{"labels": "tritonguard:symptom" + subject, "value": 1}]
-                        if up
-                        else [],
-                    }
-                    for at, up in expect.items()
+                    {"expr": expr, "eval_time": f"{at}s", "exp_samples": samples}
+                    for at, samples in expect.items()
                 ],
             }
         ],
     }
-    test = tmp_path / "symptom.test.yaml"
+    test = tmp_path / "expr.test.yaml"
     test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
     [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
     return run
+
+
+def _symptom_test(tmp_path: Path, phases: list[Phase], expect: dict[int, bool]) -> Run:
+    """Run the 2 s rules on one synthetic model; ``expect`` says when the symptom is up."""
+    up = [{"labels": "tritonguard:symptom" + SUBJECT, "value": 1}]
+    samples = {at: up if is_up else [] for at, is_up in expect.items()}
+    return _expr_test(tmp_path, phases, 2.0, "tritonguard:symptom", samples)
 
 
 def test_a_start_up_burst_of_queueing_is_no_symptom_in_the_rules(tmp_path: Path) -> None:
@@ -529,36 +540,15 @@ def _steadiness_at(tmp_path: Path, straddle_queue_ms: float, at: int) -> Run:
     Thirty healthy scrapes, the onset's scrape at 300 s, the batcher's 80 ms wait from 310 s.
     The test expects the queue steadiness at ``at`` to be the shift's own: steady (1).
     """
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(render_yaml(rule_file([rule_group(Thresholds(), 10.0)])))
     phases = [
         Phase(30, rps=5, queue_ms=0.5),
         Phase(1, rps=5, queue_ms=straddle_queue_ms),
         Phase(12, rps=5, queue_ms=80.0, batch=1.6),
     ]
-    series = triton_model(phases, interval=10.0)
-    subject = '{namespace="prod", pod="triton-0", model="resnet"}'
-    doc = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "10s",
-        "tests": [
-            {
-                "interval": "10s",
-                "input_series": [{"series": s, "values": v} for s, v in series.items()],
-                "promql_expr_test": [
-                    {
-                        "expr": "tritonguard:queue_steadiness >= bool 0.5",
-                        "eval_time": f"{at}s",
-                        "exp_samples": [{"labels": subject, "value": 1}],
-                    }
-                ],
-            }
-        ],
-    }
-    test = tmp_path / "steadiness.test.yaml"
-    test.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
-    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
-    return run
+    steady = [{"labels": SUBJECT, "value": 1}]
+    return _expr_test(
+        tmp_path, phases, 10.0, "tritonguard:queue_steadiness >= bool 0.5", {at: steady}
+    )
 
 
 def test_the_rules_leave_the_onsets_half_healthy_scrape_out_of_the_steadiness(

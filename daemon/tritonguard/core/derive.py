@@ -340,16 +340,16 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
     per_scrape: list[tuple[float, float]],
     queues: tuple[list[tuple[float, float]], list[tuple[float, float]]],
     t: Thresholds,
-    counts: tuple[dict[float, float], dict[float, float], dict[float, float]] | None = None,
+    counts: tuple[dict[float, float], dict[float, float], dict[float, float]],
 ) -> Context | None:
     """Return the short window's context when its newest scrapes are abnormal, else None.
 
     Only where the short window is shorter than the full one (scrapes faster than a quarter
     of ``rate_window_s``): at coarser scrapes the full window already spans few scrapes.
     ``queues`` are the queue per request of each scrape and pooled (see ``pooled_ratio``).
-    ``counts`` are the latency, queue and request increases per scrape: with them, a model
-    too quiet for ``fast_scrapes`` scrapes to hold ``min_requests`` requests is read on a
-    longer short window of pooled points (see :func:`low_rate_points`).
+    ``counts`` are the latency, queue and request increases per scrape: a model too quiet
+    for ``fast_scrapes`` scrapes to hold ``min_requests`` requests is read on a longer short
+    window of pooled points from them (see :func:`low_rate_points`).
     """
     f, base = ctx.features, ctx.baseline
     per_scrape_queue, pooled_queue = queues
@@ -369,12 +369,9 @@ def _fast_context(  # noqa: PLR0917 - the full context and the per-scrape points
         # Too few requests in the newest scrapes for their means to say anything: a quiet
         # model is read on a longer short window of pooled points, if one is short enough.
         newest = ctx.now - (t.fast_scrapes - 0.5) * f.interval_s
-        served = sum(v for at, v in (counts[2] if counts else {}).items() if at > newest)
-        low = (
-            low_rate_points(counts, ctx.now, f.interval_s, f.window_s, t)
-            if counts is not None and served < t.min_requests
-            else None
-        )
+        if sum(v for at, v in counts[2].items() if at > newest) >= t.min_requests:
+            return None
+        low = low_rate_points(counts, ctx.now, f.interval_s, f.window_s, t)
         if low is None:
             return None
         scrapes, latency, queue = low
