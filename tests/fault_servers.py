@@ -211,7 +211,9 @@ Fault = Answer | HoldAnswer | ForwardLate | CutStream
 class Rule:
     """Apply ``fault`` to the next ``times`` requests whose method and path match.
 
-    ``query`` names parameters the request must carry (a watch is ``?watch=...``).
+    ``query`` names parameters the request must carry (a watch is ``?watch=...``);
+    ``values`` pairs a parameter with a pattern its value must match whole (a PromQL
+    ``query=ALERTS...``).
     """
 
     method: str
@@ -219,6 +221,7 @@ class Rule:
     fault: Fault
     times: int = 1
     query: tuple[str, ...] = ()
+    values: tuple[tuple[str, str], ...] = ()
 
     def matches(self, request: web.Request) -> bool:
         """Whether this rule is armed for ``request``."""
@@ -227,6 +230,10 @@ class Rule:
             and self.method in ("*", request.method)
             and re.fullmatch(self.path, request.path) is not None
             and all(name in request.query for name in self.query)
+            and all(
+                name in request.query and re.fullmatch(pattern, request.query[name]) is not None
+                for name, pattern in self.values
+            )
         )
 
 
@@ -273,10 +280,17 @@ class FaultProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def add(
-        self, method: str, path: str, fault: Fault, times: int = 1, query: tuple[str, ...] = ()
+        self,
+        method: str,
+        path: str,
+        fault: Fault,
+        times: int = 1,
+        query: tuple[str, ...] = (),
+        *,
+        values: tuple[tuple[str, str], ...] = (),
     ) -> Rule:
         """Arm a rule and return it (its ``times`` counts down as it fires)."""
-        rule = Rule(method, path, fault, times, query)
+        rule = Rule(method, path, fault, times, query, values)
         self.rules.append(rule)
         return rule
 

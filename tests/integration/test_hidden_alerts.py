@@ -13,14 +13,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 import structlog
-from aiohttp import web
 
 from tests.fault_harness import metrics, running, sample_value, until
+from tests.fault_servers import Answer, FaultProxy, Rule
 from tests.fixtures_alertmanager import (  # noqa: F401 - alertmanager_starter: the fixture
     StartAlertmanager,
     alertmanager_starter,
@@ -46,75 +44,27 @@ GAUGE = 'tritonguard_rule_alerts_hidden{alertname="TritonguardBatchingDelay"}'
 EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
 
 
-class AlertsHidingProxy:
-    """A query proxy that answers every ``ALERTS`` query empty and forwards the rest.
+# The proxy answers every ALERTS query of a test empty, as a proxy or tenant that filters the
+# series does, and forwards the rest.
+HIDE_TIMES = 10**6
 
-    ``upstream`` is set once Prometheus runs; until then every request is refused (503).
-    """
 
-    def __init__(self) -> None:
-        self.upstream: str | None = None
-        self.hidden = 0
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def url(self) -> str:
-        """The proxy's base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start(self) -> AlertsHidingProxy:
-        """Listen on a free loopback port."""
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._session = aiohttp.ClientSession()
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = int(self._runner.addresses[0][1])
-        return self
-
-    async def stop(self) -> None:
-        """Stop serving and close the upstream session."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        form: dict[str, Any] = dict(request.query)
-        if request.method == "POST":
-            form.update(await request.post())
-        if self.upstream is None or self._session is None:
-            return web.Response(status=503, text="Prometheus not started yet")
-        if str(form.get("query", "")).startswith("ALERTS"):
-            self.hidden += 1
-            return web.json_response(EMPTY)
-        try:
-            async with self._session.request(
-                request.method,
-                self.upstream + request.path,
-                params=request.query,
-                data=await request.read() if request.method == "POST" else None,
-                headers={k: v for k, v in request.headers.items() if k.lower() == "content-type"},
-            ) as answer:
-                return web.Response(
-                    status=answer.status,
-                    body=await answer.read(),
-                    content_type=answer.content_type,
-                )
-        except aiohttp.ClientError as exc:
-            # Prometheus stopped before the daemon did, as the test ends.
-            return web.Response(status=502, text=f"upstream down: {exc}")
+def hidden_reads(hide: Rule) -> int:
+    """Return how many ALERTS queries the proxy answered empty."""
+    return HIDE_TIMES - hide.times
 
 
 @asynccontextmanager
 async def hiding_daemon(
     tmp_path: Path, alertmanager: StartAlertmanager
-) -> AsyncIterator[tuple[Watch, str, PrometheusProcess, AlertsHidingProxy]]:
+) -> AsyncIterator[tuple[Watch, str, PrometheusProcess, FaultProxy, Rule]]:
     """Run the fleet, Alertmanager posting to the daemon, the daemon reading through the proxy."""
-    proxy = await AlertsHidingProxy().start()
+    # Prometheus is not up yet: its address is fixed first, so the daemon can be built.
+    proxy = await FaultProxy("http://127.0.0.1:1").start()
+    waiting = proxy.add("*", r".*", Answer(503, "Prometheus not started yet"), times=10**6)
+    hide = proxy.add(
+        "GET", r"/api/v1/query", Answer(200, EMPTY), HIDE_TIMES, values=(("query", r"ALERTS.*"),)
+    )
     watch = features_watch(tmp_path, proxy.url, LATER)
     credentials = tmp_path / "alertmanager-token"
     credentials.write_text(TOKEN)
@@ -128,8 +78,8 @@ async def hiding_daemon(
             am = await asyncio.to_thread(alertmanager, config)
             watch.alertmanager = am
             async with fleet(tmp_path, am.url.removeprefix("http://")) as (prom, _):
-                proxy.upstream = prom.url
-                yield watch, base, prom, proxy
+                proxy.upstream, waiting.times = prom.url, 0
+                yield watch, base, prom, proxy, hide
     finally:
         await proxy.stop()
 
@@ -148,7 +98,7 @@ async def test_a_webhook_alert_the_reads_never_list_is_warned_of_and_counted(
     repeat the line.
     """
     with structlog.testing.capture_logs() as logs:
-        async with hiding_daemon(tmp_path, alertmanager) as (watch, base, prom, proxy):
+        async with hiding_daemon(tmp_path, alertmanager) as (watch, base, prom, proxy, hide):
             app = watch.app
             book = app.cause_alerts
             assert book is not None
@@ -157,8 +107,8 @@ async def test_a_webhook_alert_the_reads_never_list_is_warned_of_and_counted(
                 lambda: any(e["event"].startswith(HIDDEN) for e in logs), 60.0, prom.log_tail
             )
             # Some reads more: the same hidden alert is no news.
-            reads = proxy.hidden
-            await until(lambda: proxy.hidden >= reads + 4, 10.0, lambda: proxy.hidden)
+            reads = hidden_reads(hide)
+            await until(lambda: hidden_reads(hide) >= reads + 4, 10.0, lambda: hidden_reads(hide))
             text = await metrics(base)
             heard = book.firing(app.clock())
             snapshot = app.features_source.latest if app.features_source is not None else None
