@@ -15,7 +15,9 @@ series its full retention (at 10 s scrapes, 60 and 90 scrapes).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import pstats
 import resource
 import statistics
 import time
@@ -71,9 +73,22 @@ def newest_samples(store: SeriesStore, names: Sequence[str]) -> float:
     return total
 
 
-def measure(subjects: int, ticks: int, *, seed: int = 0, warmup: int = WARMUP_SCRAPES) -> TickCost:
-    """Warm a fleet of ``subjects`` up, then time ``ticks`` evaluations and baselines."""
-    spec = FleetSpec(pods=max(1, subjects // MODELS), models=MODELS, interval_s=10.0, seed=seed)
+def measure(
+    subjects: int,
+    ticks: int,
+    *,
+    seed: int = 0,
+    warmup: int = WARMUP_SCRAPES,
+    interval_s: float = 10.0,
+    profile: cProfile.Profile | None = None,
+) -> TickCost:
+    """Warm a fleet of ``subjects`` up, then time ``ticks`` evaluations and baselines.
+
+    With ``profile``, the measured evaluations (only those) run under it.
+    """
+    spec = FleetSpec(
+        pods=max(1, subjects // MODELS), models=MODELS, interval_s=interval_s, seed=seed
+    )
     fleet = Fleet(spec)
     engine = Engine()
     ingesters = fleet_ingesters(fleet, engine.store)
@@ -93,7 +108,11 @@ def measure(subjects: int, ticks: int, *, seed: int = 0, warmup: int = WARMUP_SC
         began = time.process_time()
         newest_samples(engine.store, names)
         mid = time.process_time()
+        if profile is not None:
+            profile.enable()
         engine.evaluate(t)
+        if profile is not None:
+            profile.disable()
         done = time.process_time()
         baseline.append(mid - began)
         evaluate.append(done - mid)
@@ -109,9 +128,14 @@ def measure(subjects: int, ticks: int, *, seed: int = 0, warmup: int = WARMUP_SC
     )
 
 
-def report(subject_counts: Sequence[int], ticks: int, warmup: int = WARMUP_SCRAPES) -> list[str]:
+def report(
+    subject_counts: Sequence[int],
+    ticks: int,
+    warmup: int = WARMUP_SCRAPES,
+    interval_s: float = 10.0,
+) -> list[str]:
     """Return one line per fleet size, and how the cost of a subject grows with the fleet."""
-    costs = [measure(n, ticks, warmup=warmup) for n in subject_counts]
+    costs = [measure(n, ticks, warmup=warmup, interval_s=interval_s) for n in subject_counts]
     lines = [c.line() for c in costs]
     if len(costs) > 1:
         small, large = costs[0], costs[-1]
@@ -132,10 +156,47 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=int, default=WARMUP_SCRAPES, help="scrapes evaluated before measuring"
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile the measured evaluations of the last fleet size; print the N largest "
+        "cumulative shares (profiling slows the calls it counts, so shares, not times)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        help="scrape interval in seconds (the fast path runs only below a quarter of the window)",
+    )
     args = parser.parse_args()
     sizes = [int(n) for n in args.subjects.split(",") if n]
-    for line in report(sizes, args.ticks, args.warmup):
+    if args.profile:
+        profile = cProfile.Profile()
+        cost = measure(
+            sizes[-1], args.ticks, warmup=args.warmup, interval_s=args.interval, profile=profile
+        )
+        print(cost.line(), "(profiled)", flush=True)
+        for line in profile_shares(pstats.Stats(profile), args.profile):
+            print(line)
+        return
+    for line in report(sizes, args.ticks, args.warmup, args.interval):
         print(line, flush=True)
+
+
+def profile_shares(stats: pstats.Stats, top: int) -> list[str]:
+    """Return the ``top`` product functions by cumulative time, as shares of the evaluation."""
+    # pstats keeps its table as an undeclared attribute: (file, line, name) -> (calls, ...).
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = stats.stats  # type: ignore[attr-defined]  # undeclared in typeshed, public in pstats
+    rows = [(key, row) for key, row in table.items() if "tritonguard" in key[0]]
+    total = max((row[3] for key, row in rows if key[2] == "evaluate"), default=0.0)
+    rows.sort(key=lambda kv: kv[1][3], reverse=True)
+    return [
+        f"{row[3] / total:6.1%}  {row[1]:>8} calls  {key[0].rsplit('/', 1)[-1]}:{key[2]}"
+        for key, row in rows[:top]
+        if total > 0
+    ]
 
 
 if __name__ == "__main__":
