@@ -14,7 +14,12 @@ def describe(outcome: Outcome, way: str) -> str:
     )
     head = f"{outcome.name} ({way}): "
     head += f"detected after {found.delay_s:.0f}s" if found else "not detected"
-    return head + (f"; other incidents: {seen}" if seen else "")
+    view = outcome.undiagnosed.get(way)
+    return (
+        head
+        + (f"; other incidents: {seen}" if seen else "")
+        + (f"; the engine at the fault's end: {view}" if view and not found else "")
+    )
 
 
 def check_fault(outcome: Outcome, way: str, max_delay_s: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.e2e.checks import describe
 from tritonguard.core.findings import Fix, IncidentEvent, Subject
 from tritonguard.lab.demo import DemoError, action_line, plan_demo
 from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
@@ -66,6 +67,19 @@ def test_judge_takes_the_first_right_incident_after_onset_and_keeps_the_rest() -
     assert [e.cause for e in out.other["scrape"]] == ["node_contention"]
     assert cell(out, "scrape") == "yes, 18 s (also: node_contention -10 s)"
     assert cell(out, "prometheus") == "no"
+
+
+def test_a_miss_is_told_with_what_the_engine_last_concluded() -> None:
+    """A fault a way missed carries its engine's view into the JSON and the assertion message."""
+    out = Outcome("memory_copy", "memory_copy", "vision", "detector", onset_at=100.0)
+    out.undiagnosed["prometheus"] = "no symptom; baseline; no finding"
+    judge(out, "scrape", [_event("opened", "memory_copy", "detector", 118)])
+    assert describe(out, "prometheus") == (
+        "memory_copy (prometheus): not detected; the engine at the fault's end: "
+        "no symptom; baseline; no finding"
+    )
+    assert describe(out, "scrape") == "memory_copy (scrape): detected after 18s"
+    assert out.as_dict()["undiagnosed"] == {"prometheus": "no symptom; baseline; no finding"}
 
 
 def test_judge_counts_anything_opened_on_a_control_as_a_false_alarm() -> None:

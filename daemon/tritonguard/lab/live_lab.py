@@ -275,6 +275,9 @@ class Outcome:
     other: dict[str, list[IncidentEvent]] = field(default_factory=dict)
     before: dict[str, float | None] = field(default_factory=dict)
     during: dict[str, float | None] = field(default_factory=dict)
+    # Per way that had not diagnosed the fault when its phase ended: what that engine last
+    # concluded of the subject (see ``engine_view``), so that a miss can be explained.
+    undiagnosed: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly summary."""
@@ -295,6 +298,7 @@ class Outcome:
             },
             "before": self.before,
             "during": self.during,
+            "undiagnosed": self.undiagnosed,
         }
 
 
@@ -303,6 +307,39 @@ def _rel(at: float, onset: float | None) -> str:
 
 
 LATENCY_FEATURES = ("mean_latency_us", "p99_us", "queue_share", "request_rate")
+# The findings an undiagnosed fault's view lists, the most confident first.
+VIEW_FINDINGS = 4
+
+
+def engine_view(engine: Engine, subject: Subject) -> str:
+    """One line: the engine's last conclusion about ``subject`` (symptom, baseline, findings).
+
+    A live fault missed in CI leaves nothing behind but its test's message; this says which
+    part did not see it: no fresh evaluation, no symptom, no baseline, or a cause below the
+    bar an incident needs.
+    """
+    seen = engine.last_diagnoses.get((subject.namespace, subject.pod, subject.model))
+    if seen is None:
+        return "no fresh evaluation of the subject"
+    parts = [
+        "symptom: " + ", ".join(seen.symptom_reasons) if seen.symptom_reasons else "no symptom",
+        "baseline" if seen.baseline is not None else "no baseline",
+    ]
+    ranked = sorted(seen.findings, key=lambda x: x.confidence, reverse=True)
+    parts.append(
+        "findings: " + ", ".join(f"{x.cause} {x.confidence:.2f}" for x in ranked[:VIEW_FINDINGS])
+        if ranked
+        else "no finding"
+    )
+    f = seen.features.as_dict()
+    shown = [
+        f"{name}={v:.4g}"
+        for name in LATENCY_FEATURES
+        if isinstance(v := f.get(name), int | float) and not isinstance(v, bool)
+    ]
+    if shown:
+        parts.append(" ".join(shown))
+    return "; ".join(parts)
 
 
 def latency_view(engine: Engine, subject: Subject, now: float) -> dict[str, float | None]:
@@ -535,8 +572,19 @@ async def run_live(
             )
             watches.append(watch)
             await watch.start()
+
+        async def drive(live: LiveScenario) -> None:
+            # Detections are judged as each way's events arrive (on_events), so what is
+            # missing when the fault phase ends is a miss: its engine's view is noted while
+            # the daemons still run.
+            await live.drive()
+            out = outcomes[live.name]
+            for watch in watches if live.scenario.cause is not None else ():
+                if watch.way not in out.detections and watch.app is not None:
+                    out.undiagnosed[watch.way] = engine_view(watch.app.engine, live.subject)
+
         onsets = [asyncio.create_task(note_onset(live)) for live in lives]
-        await asyncio.gather(*(live.drive() for live in lives))
+        await asyncio.gather(*(drive(live) for live in lives))
         for task in onsets:
             task.cancel()
     finally:
