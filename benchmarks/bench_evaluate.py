@@ -185,11 +185,21 @@ def main() -> None:
         print(line, flush=True)
 
 
+# A profile's row per function: (file, line, name) -> (primitive calls, calls, own
+# seconds, cumulative seconds, callers).
+ProfileRow = tuple[int, int, float, float, object]
+
+
+def product_rows(stats: pstats.Stats) -> dict[tuple[str, int, str], ProfileRow]:
+    """Return the profile's rows of the product's own functions."""
+    # pstats keeps its table as an undeclared attribute.
+    table: dict[tuple[str, int, str], ProfileRow] = stats.stats  # type: ignore[attr-defined]  # undeclared in typeshed, public in pstats
+    return {key: row for key, row in table.items() if "tritonguard" in key[0]}
+
+
 def profile_shares(stats: pstats.Stats, top: int) -> list[str]:
     """Return the ``top`` product functions by cumulative time, as shares of the evaluation."""
-    # pstats keeps its table as an undeclared attribute: (file, line, name) -> (calls, ...).
-    table: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = stats.stats  # type: ignore[attr-defined]  # undeclared in typeshed, public in pstats
-    rows = [(key, row) for key, row in table.items() if "tritonguard" in key[0]]
+    rows = list(product_rows(stats).items())
     total = max((row[3] for key, row in rows if key[2] == "evaluate"), default=0.0)
     rows.sort(key=lambda kv: kv[1][3], reverse=True)
     return [

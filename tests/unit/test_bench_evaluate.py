@@ -5,16 +5,12 @@ from __future__ import annotations
 import cProfile
 import pstats
 
-from benchmarks.bench_evaluate import measure, profile_shares
+from benchmarks.bench_evaluate import measure, product_rows, profile_shares
 
 
 def _calls(stats: pstats.Stats, name: str) -> int:
     """Return how often a product function of that name was called under the profile."""
-    return sum(
-        row[1]
-        for key, row in stats.stats.items()  # type: ignore[attr-defined]  # see profile_shares
-        if "tritonguard" in key[0] and key[2] == name
-    )
+    return sum(row[1] for key, row in product_rows(stats).items() if key[2] == name)
 
 
 def test_the_quiet_model_branch_runs_only_at_fast_scrapes() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from tritonguard.clients.metrics_scraper import MetricsScraper
 from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.core.engine import Engine
+from tritonguard.core.features import FeatureSet
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.metric_names import is_consumed
 from tritonguard.dry_run_settings import DryRunSettings
@@ -331,12 +332,7 @@ def engine_view(engine: Engine, subject: Subject) -> str:
         if ranked
         else "no finding"
     )
-    f = seen.features.as_dict()
-    shown = [
-        f"{name}={v:.4g}"
-        for name in LATENCY_FEATURES
-        if isinstance(v := f.get(name), int | float) and not isinstance(v, bool)
-    ]
+    shown = [f"{k}={v:.4g}" for k, v in _latency_values(seen.features).items() if v is not None]
     if shown:
         parts.append(" ".join(shown))
     return "; ".join(parts)
@@ -344,7 +340,11 @@ def engine_view(engine: Engine, subject: Subject) -> str:
 
 def latency_view(engine: Engine, subject: Subject, now: float) -> dict[str, float | None]:
     """Mean latency, p99, queue share and request rate of ``subject`` as the engine sees them."""
-    f = engine.features(subject, now)
+    return _latency_values(engine.features(subject, now))
+
+
+def _latency_values(f: FeatureSet | None) -> dict[str, float | None]:
+    """Return the ``LATENCY_FEATURES`` of ``f``, None for each one unknown."""
     values = {} if f is None else f.as_dict()
     out: dict[str, float | None] = {}
     for name in LATENCY_FEATURES:
@@ -578,8 +578,10 @@ async def run_live(
             # missing when the fault phase ends is a miss: its engine's view is noted while
             # the daemons still run.
             await live.drive()
+            if live.scenario.cause is None:
+                return
             out = outcomes[live.name]
-            for watch in watches if live.scenario.cause is not None else ():
+            for watch in watches:
                 if watch.way not in out.detections and watch.app is not None:
                     out.undiagnosed[watch.way] = engine_view(watch.app.engine, live.subject)
 
