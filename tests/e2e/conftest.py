@@ -29,9 +29,8 @@ MAX_DELAY_S = 60.0
 # The second run: causes that load no more CPU than the first run's. cpu_bottleneck and
 # node_contention saturate the node by design, which would slow the other worker's tests
 # and every Triton of the run; they are measured with `tritonguard.lab.detect_live`.
-# memory_copy (12 MB inputs at 12/s) was once left out after two fresh-clone CI misses that
-# left no trace of what the engine saw; run beside both other faults of this run and a core
-# kept busy, it was right both ways in 16-18 s, and a miss now carries the engine's view.
+# memory_copy's 12 MB inputs failed unsent in the suite until pyproject.toml let aiohttp's
+# large-body ResourceWarning through (docs/detection.md, "End-to-end tests").
 MORE_FAULTS = ("too_many_instances", "model_reload", "memory_copy")
 
 

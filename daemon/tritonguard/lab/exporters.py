@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +27,14 @@ def process_tree_cpu_seconds(root_pid: int) -> float:
     Reaped children (python stubs of unloaded model instances) are included through the
     parent's ``cutime``/``cstime``, so the total only grows while the root lives.
     """
+    return process_tree(root_pid)[0]
+
+
+def process_tree(root_pid: int) -> tuple[float, list[int]]:
+    """Return the CPU seconds of ``root_pid``'s tree (as process_tree_cpu_seconds) and its pids.
+
+    No pids when ``root_pid`` is gone.
+    """
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -42,16 +52,24 @@ def process_tree_cpu_seconds(root_pid: int) -> float:
         utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
         cpu[pid] = (utime + stime + (cutime + cstime if pid == root_pid else 0)) / _TICKS
     if root_pid not in cpu:
-        return 0.0
+        return 0.0, []
     children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
-    total, stack = 0.0, [root_pid]
+    total, stack, tree = 0.0, [root_pid], []
     while stack:
         pid = stack.pop()
+        tree.append(pid)
         total += cpu.get(pid, 0.0)
         stack.extend(children.get(pid, []))
-    return total
+    return total, tree
+
+
+def signal_tree(pids: list[int], sig: signal.Signals) -> None:
+    """Send ``sig`` to each of ``pids``, skipping those that have exited since they were listed."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
 @dataclass
@@ -83,6 +101,13 @@ class LabExporters:
     ``pid`` returns the tritonserver process id (None while it is down); ``cpu_quota_cores``
     is the container's CPU limit; ``accel_share`` is the fraction of the device one busy
     instance occupies (1.0: a busy instance saturates it).
+
+    With ``enforce_cpu_quota`` the limit is applied as CFS bandwidth control applies it to a
+    container: a tree that used more than its quota since the last sample is stopped
+    (SIGSTOP, every process of it) until the quota has paid the excess back, then resumed.
+    Its average use is then capped at the quota, requests queue behind the stopped
+    instances as in a throttled pod, and the node keeps the rest of its cores. Without it
+    the usage is only reported against the quota.
     """
 
     def __init__(
@@ -96,6 +121,7 @@ class LabExporters:
         container: str = "triton",
         cpu_quota_cores: float = 2.0,
         accel_share: float = 1.0,
+        enforce_cpu_quota: bool = False,
     ) -> None:
         self.pid = pid
         self.ledger_dir = ledger_dir
@@ -105,6 +131,12 @@ class LabExporters:
         self.container = container
         self.cpu_quota_cores = cpu_quota_cores
         self.accel_share = accel_share
+        self.enforce_cpu_quota = enforce_cpu_quota
+        self.stopped_s = 0.0
+        # stop() wakes a pause early and waits for its resume, so no process of the tree
+        # is left stopped after the exporters are.
+        self._closing = threading.Event()
+        self._pausing = threading.Lock()
         self.port = 0
         self.cpu_usage_s = 0.0
         self.periods = 0
@@ -123,12 +155,16 @@ class LabExporters:
         return f"http://127.0.0.1:{self.port}/metrics"
 
     def sample_cpu(self) -> None:
-        """Account one CFS period: real CPU used by the server's process tree against the quota."""
+        """Account one CFS period: real CPU used by the server's process tree against the quota.
+
+        With the quota enforced, a tree over it is stopped here for as long as the quota
+        needs to pay the excess back (at most a second, so a burst cannot freeze it for long).
+        """
         pid = self.pid()
         if pid is None:
             self._last_cpu = None
             return
-        now = process_tree_cpu_seconds(pid)
+        now, tree = process_tree(pid)
         wall = time.monotonic()
         last = self._last_cpu
         self._last_cpu = (pid, now, wall)
@@ -136,12 +172,35 @@ class LabExporters:
             return
         used = max(0.0, now - last[1])
         self.cpu_usage_s += used
-        if used > 0:
-            self.periods += 1
-            # Without a cgroup limit the usage is not capped; a period in which the tree used
-            # more than its quota is one the kernel would have throttled.
-            if used > self.cpu_quota_cores * max(CFS_PERIOD_S, wall - last[2]):
-                self.throttled += 1
+        if used <= 0:
+            return
+        self.periods += 1
+        allowed = self.cpu_quota_cores * max(CFS_PERIOD_S, wall - last[2])
+        # Without enforcement the usage is not capped; a period in which the tree used more
+        # than its quota is one the kernel would have throttled.
+        if used <= allowed:
+            return
+        self.throttled += 1
+        if not self.enforce_cpu_quota or not tree:
+            return
+        pause = min(1.0, (used - allowed) / self.cpu_quota_cores)
+        with self._pausing:
+            if self._closing.is_set():
+                return
+            started = time.monotonic()
+            signal_tree(tree, signal.SIGSTOP)
+            try:
+                self._closing.wait(pause)
+            finally:
+                signal_tree(tree, signal.SIGCONT)
+            pause = time.monotonic() - started
+        self.stopped_s += pause
+        # The kernel counts every period of the stop as a throttled one.
+        waited = round(pause / CFS_PERIOD_S)
+        self.periods += waited
+        self.throttled += waited
+        # The stop is not use: the next sample measures from the resume.
+        self._last_cpu = (pid, now, time.monotonic())
 
     def sample_device(self) -> None:
         """Update GPU utilisation and PCIe rates from the stubs' ledgers since the last call."""
@@ -205,12 +264,16 @@ class LabExporters:
 
     async def start(self) -> LabExporters:
         """Start sampling and serve ``/metrics`` on a free loopback port."""
+        self._closing.clear()
         self._runner, self.port = await serve_metrics(self.exposition)
         self._task = asyncio.create_task(self._loop())
         return self
 
     async def stop(self) -> None:
-        """Stop sampling and serving."""
+        """Stop sampling and serving; a server stopped for its quota is resumed first."""
+        self._closing.set()
+        with self._pausing:  # held only between a stop and its resume, now woken
+            pass
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

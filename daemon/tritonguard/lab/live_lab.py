@@ -132,6 +132,7 @@ class LiveScenario:
             pod=s.pod,
             node=s.node,
             cpu_quota_cores=s.cpu_quota_cores,
+            enforce_cpu_quota=s.enforce_cpu_quota,
             accel_share=s.accel_share,
         )
         self.run = LabRun(

@@ -92,6 +92,9 @@ class Scenario:
     pod: str = "triton-0"
     node: str = "lab-node-0"
     cpu_quota_cores: float = 2.0
+    # Stop the server's processes when over the quota, as CFS bandwidth control would
+    # (LabExporters); otherwise the quota is only the line throttled periods are counted at.
+    enforce_cpu_quota: bool = False
     accel_share: float = 1.0
     preroll_s: float = 6.0
     notes: str = ""
@@ -352,6 +355,7 @@ def _pod_run(
         pod=name,
         node=scenario.node,
         cpu_quota_cores=scenario.cpu_quota_cores,
+        enforce_cpu_quota=scenario.enforce_cpu_quota,
         accel_share=scenario.accel_share,
     )
     return PodRun(

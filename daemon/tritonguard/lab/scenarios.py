@@ -334,11 +334,12 @@ def _cpu(
         namespace="media",
         pod=f"{model}-0",
         cpu_quota_cores=quota,
+        enforce_cpu_quota=True,
         accel_share=0.3,
         notes=f"Python preprocessing hashes {cpu_mb} MB per item ({instances} instance(s), 3 ms "
         f"accelerator per execution); traffic ramps {start} -> {end}/s over the first third of "
         f"the fault phase, then holds; CPU limit "
-        f"{quota} core(s).",
+        f"{quota} core(s), enforced.",
         params={
             "cpu_mb_per_item": cpu_mb,
             "instances": instances,
