@@ -1,4 +1,4 @@
-"""End to end, second lab run: three more causes, diagnosed directly and through Prometheus."""
+"""End to end, second lab run: four more causes, diagnosed directly and through Prometheus."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def test_daemon_diagnoses_more_causes(
     """Each way opens the right cause on the right model within 60 s, nothing else before.
 
     Instances contending for one saturated accelerator, a polled repository rewritten file
-    by file and a client sending inputs 180 times larger, each on its own Triton, scraped by
-    the daemon and by a real Prometheus the other daemon reads.
+    by file, a client sending inputs 180 times larger and preprocessing throttled at its CPU
+    quota, each on its own Triton, scraped by the daemon and by a real Prometheus the other
+    daemon reads.
     """
     check_fault(more_outcomes[scenario], way, MAX_DELAY_S)
