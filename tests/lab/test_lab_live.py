@@ -96,18 +96,28 @@ async def test_retry_client_amplifies_load_under_overload(tmp_path: Path) -> Non
     assert sum(counted.values()) == sum(stats.attempts.values())
 
 
-async def test_exporters_report_real_cpu_and_device_time(tmp_path: Path) -> None:
-    """The container CPU series follow real CPU use; GPU util the real accelerator time."""
+def _hashing_model(tmp_path: Path, *, accel_ms: int, instances: int) -> tuple[Path, Path]:
+    """Write model "work" (hashes 20 MB an execution, then ``accel_ms`` on the accelerator).
+
+    Returns its repository and the ledger directory its stubs report device time in.
+    """
     ledger = tmp_path / "ledger"
     ledger.mkdir()
     repo = tmp_path / "repo"
     spec = ModelSpec(
         "work",
         max_batch_size=4,
+        instance_count=instances,
         dynamic_batching=DynamicBatching(100),
-        behaviour=Behaviour(accel_ms=20, cpu_bytes=20_000_000, ledger_dir=str(ledger)),
+        behaviour=Behaviour(accel_ms=accel_ms, cpu_bytes=20_000_000, ledger_dir=str(ledger)),
     )
     write_model(repo, spec)
+    return repo, ledger
+
+
+async def test_exporters_report_real_cpu_and_device_time(tmp_path: Path) -> None:
+    """The container CPU series follow real CPU use; GPU util the real accelerator time."""
+    repo, ledger = _hashing_model(tmp_path, accel_ms=20, instances=1)
     async with TritonServer(repo) as server:
         exporters = LabExporters(pid=lambda: server.pid, ledger_dir=ledger, cpu_quota_cores=0.05)
         async with exporters, LoadGenerator(server.http_url) as gen:
@@ -154,17 +164,7 @@ async def test_enforced_quota_caps_the_server_cpu_and_resumes_it(tmp_path: Path)
     at most, for the sampling's lag), the throttled periods include the stops, and every
     process of the tree runs again once the exporters stop.
     """
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    repo = tmp_path / "repo"
-    spec = ModelSpec(
-        "work",
-        max_batch_size=4,
-        instance_count=2,
-        dynamic_batching=DynamicBatching(100),
-        behaviour=Behaviour(accel_ms=2, cpu_bytes=20_000_000, ledger_dir=str(ledger)),
-    )
-    write_model(repo, spec)
+    repo, ledger = _hashing_model(tmp_path, accel_ms=2, instances=2)
     quota = 0.2
     async with TritonServer(repo) as server:
         pid = server.pid
