@@ -201,11 +201,12 @@ def profile_shares(stats: pstats.Stats, top: int) -> list[str]:
     """Return the ``top`` product functions by cumulative time, as shares of the evaluation."""
     rows = list(product_rows(stats).items())
     total = max((row[3] for key, row in rows if key[2] == "evaluate"), default=0.0)
+    if total <= 0:
+        return []
     rows.sort(key=lambda kv: kv[1][3], reverse=True)
     return [
         f"{row[3] / total:6.1%}  {row[1]:>8} calls  {key[0].rsplit('/', 1)[-1]}:{key[2]}"
         for key, row in rows[:top]
-        if total > 0
     ]
 
 

@@ -29,16 +29,22 @@ def _metric(url: str, name: str, model: str) -> float:
     return sum(s.value for s in exp.samples if s.name == name and label(s.labels, "model") == model)
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """Return the fields of /proc/PID/stat after the command name (state first), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses; fields follow the last ')'.
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def _group_alive(pgid: int) -> bool:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat_fields(int(entry))
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
 
@@ -189,11 +195,8 @@ async def test_enforced_quota_caps_the_server_cpu_and_resumes_it(tmp_path: Path)
 
 def _state(pid: int) -> str:
     """One process's state letter from /proc (T: stopped), or "gone" once it has exited."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat[stat.rfind(")") + 2 :].split()[0]
+    fields = _stat_fields(pid)
+    return "gone" if fields is None else fields[0]
 
 
 def test_server_dies_with_a_killed_parent(tmp_path: Path) -> None:

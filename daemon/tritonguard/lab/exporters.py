@@ -21,19 +21,12 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 CFS_PERIOD_S = 0.1
 
 
-def process_tree_cpu_seconds(root_pid: int) -> float:
-    """Return user+system CPU seconds of ``root_pid`` and all its live descendants.
+def process_tree(root_pid: int) -> tuple[float, list[int]]:
+    """Return user+system CPU seconds of ``root_pid`` and all its live descendants, and their pids.
 
     Reaped children (python stubs of unloaded model instances) are included through the
-    parent's ``cutime``/``cstime``, so the total only grows while the root lives.
-    """
-    return process_tree(root_pid)[0]
-
-
-def process_tree(root_pid: int) -> tuple[float, list[int]]:
-    """Return the CPU seconds of ``root_pid``'s tree (as process_tree_cpu_seconds) and its pids.
-
-    No pids when ``root_pid`` is gone.
+    parent's ``cutime``/``cstime``, so the total only grows while the root lives. No pids
+    when ``root_pid`` is gone.
     """
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
