@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tritonguard.lab.live_lab import Outcome
+from tritonguard.lab.live_lab import Outcome, evidence_view
 
 
 def describe(outcome: Outcome, way: str) -> str:
     """One line saying what the daemon concluded about a scenario, for assertion messages."""
     found = outcome.detections.get(way)
     seen = ", ".join(
-        f"{e.event} {e.cause} at {e.at - (outcome.onset_at or e.at):+.0f}s"
+        f"{e.event} {e.cause} at {e.at - (outcome.onset_at or e.at):+.0f}s ({evidence_view(e)})"
         for e in outcome.other.get(way, [])
     )
     head = f"{outcome.name} ({way}): "

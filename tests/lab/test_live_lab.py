@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from tests.e2e.checks import describe
-from tritonguard.core.findings import Fix, IncidentEvent, Subject
+from tritonguard.core.findings import Evidence, Fix, IncidentEvent, Subject
 from tritonguard.lab.demo import DemoError, action_line, plan_demo
 from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from tritonguard.lab.detect_live import cell
@@ -80,6 +80,28 @@ def test_a_miss_is_told_with_what_the_engine_last_concluded() -> None:
     )
     assert describe(out, "scrape") == "memory_copy (scrape): detected after 18s"
     assert out.as_dict()["undiagnosed"] == {"prometheus": "no symptom; baseline; no finding"}
+
+
+def test_a_wrong_cause_is_told_with_the_evidence_it_stood_on() -> None:
+    """A wrong incident's confidence and numbers, heaviest first, reach the message and JSON."""
+    out = Outcome("model_reload", "model_reload", "recsys", "recommender", onset_at=100.0)
+    wrong = _event("opened", "node_contention", "recommender", 110, ns="recsys")
+    wrong.evidence = {
+        "host_cpu": Evidence(None, "ratio", 30, "unknown"),
+        "node_cpu_busy": Evidence(0.97, "ratio", 30, "node", weight=0.35),
+        "compute_vs_baseline": Evidence(1.91, "ratio", 30, "compute", weight=1.0),
+    }
+    judge(
+        out,
+        "prometheus",
+        [wrong, _event("opened", "model_reload", "recommender", 156, ns="recsys")],
+    )
+    line = "node_contention 0.80: compute_vs_baseline=1.91 node_cpu_busy=0.97"
+    assert out.as_dict()["other_evidence"] == {"prometheus": [line]}
+    assert describe(out, "prometheus") == (
+        f"model_reload (prometheus): detected after 56s; other incidents: "
+        f"opened node_contention at +10s ({line})"
+    )
 
 
 def test_judge_counts_anything_opened_on_a_control_as_a_false_alarm() -> None:

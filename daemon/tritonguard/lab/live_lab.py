@@ -298,6 +298,11 @@ class Outcome:
                 for way, events in self.other.items()
                 if events
             },
+            "other_evidence": {
+                way: [evidence_view(e) for e in events]
+                for way, events in self.other.items()
+                if events
+            },
             "before": self.before,
             "during": self.during,
             "undiagnosed": self.undiagnosed,
@@ -311,6 +316,17 @@ def _rel(at: float, onset: float | None) -> str:
 LATENCY_FEATURES = ("mean_latency_us", "p99_us", "queue_share", "request_rate")
 # The findings an undiagnosed fault's view lists, the most confident first.
 VIEW_FINDINGS = 4
+
+
+def evidence_view(event: IncidentEvent) -> str:
+    """One line: an incident's confidence and the numbers it stood on, heaviest first.
+
+    A wrong cause seen once in a live run is gone with its run; what the finding weighed is
+    what tells a harness's accident from a signature that misreads the mechanism.
+    """
+    ranked = sorted(event.evidence.items(), key=lambda kv: kv[1].weight, reverse=True)
+    shown = [f"{k}={ev.value:.4g}" for k, ev in ranked if ev.value is not None]
+    return f"{event.cause} {event.confidence:.2f}" + (": " + " ".join(shown) if shown else "")
 
 
 def engine_view(engine: Engine, subject: Subject) -> str:
