@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.synthetic import (
     START,
     Phase,
@@ -341,6 +343,30 @@ def test_node_contention_quiet_when_the_node_was_saturated_all_along() -> None:
     _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
     _node(series, [(0.97, BASE_N), (0.97, 24)])
     assert "node_contention" not in causes(run_engine(series, interval=IV))
+
+
+@pytest.mark.parametrize(("own_after", "opens"), [(0.5, True), (1.2, False)])
+def test_node_contention_credits_a_busier_node_only_when_the_work_is_not_tritons(
+    own_after: float, opens: bool
+) -> None:
+    """A node that got busier with Triton's own CPU up 2.4x is Triton's work, not other work.
+
+    A model loading (a backend's stub starting) raises Triton's CPU and the node's busy share
+    at once, while its first executions inflate compute at steady load: contention's shape
+    in every other respect. Contended threads wait uncounted, so other work leaves Triton's
+    CPU where the load puts it; with it steady the same node reading names node_contention.
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(0.5, BASE_N), (own_after, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.3, BASE_N), (0.75, 24)])
+    events = run_engine(series, interval=IV)
+    if opens:
+        assert_detected(events, "node_contention")
+    else:
+        assert "node_contention" not in causes(events)
 
 
 def test_node_contention_quiet_when_requests_wait_less_than_before() -> None:

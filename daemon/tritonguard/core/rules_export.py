@@ -1468,9 +1468,12 @@ class _Builder:
         host_up = (
             f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= {rise}) unless on ({BY}) {node}"
         )
+        # Triton's own CPU up by more than the load moves it: the node's rise is Triton's
+        # own work (a model loading, a neighbour model), no sign of other work.
+        own_work = f"{own} > {num(1 + t.load_steady_tolerance)}"
         score = score_of(
             0.4,
-            (0.25, node_up),
+            (0.25, f"({node_up}) unless on ({BY}) ({own_work})"),
             # The node got busier but not because of Triton.
             (
                 0.1,
@@ -1478,7 +1481,7 @@ class _Builder:
                 f"or {own} <= {num(t.contention_own_cpu)})",
             ),
             (-0.15, f"{node} unless on ({BY}) ({node_up})"),
-            (0.2, host_up),
+            (0.2, f"({host_up}) unless on ({BY}) ({own_work})"),
             (0.1, f"{f('throttled_ratio')} >= {num(t.throttled_high)}"),
         )
         return gate, score

@@ -225,7 +225,10 @@ class Thresholds(BaseModel):
             "the run queue, which CPU usage does not count, so at steady load Triton's usage "
             "stays where it was and the node's rise is other work. Set below 1 + "
             "load_steady_tolerance (1.3), what the load alone may move it by, so that only a "
-            "rise the load cannot explain away is credited (a 0.1 bonus, never the gate)."
+            "rise the load cannot explain away is credited (a 0.1 bonus, never the gate). "
+            "Above 1 + load_steady_tolerance Triton itself does more work a request (a "
+            "model loading, a neighbour model) on that node, and the node's rise earns "
+            "nothing."
         ),
     )
     node_cpu_rise: float = Field(
