@@ -15,6 +15,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT,
     HELD_OUT_3,
     HELD_OUT_3_SCENARIOS,
+    HELD_OUT_4,
+    HELD_OUT_4_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     SCENARIOS_V2,
@@ -30,6 +32,7 @@ DIR_PART = {
     "held_out": HELD_OUT,
     "held_out_2": HELD_OUT,
     "held_out_3": HELD_OUT_3,
+    "held_out_4": HELD_OUT_4,
 }
 LABEL_FILES = sorted(TRACES_V2.glob("*/*.labels.json"))
 # Recorded before its generator dropped the conversion pass (see its comment in scenarios_v2):
@@ -39,8 +42,13 @@ STALE = {"memory_copy_vision_t"}
 
 def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
     """Every part is selectable by name, and no scenario is in two parts."""
-    assert set(PARTS) == {TUNING, HELD_OUT, HELD_OUT_3}
-    sizes = [len(TUNING_SCENARIOS), len(HELD_OUT_SCENARIOS), len(HELD_OUT_3_SCENARIOS)]
+    assert set(PARTS) == {TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4}
+    sizes = [
+        len(TUNING_SCENARIOS),
+        len(HELD_OUT_SCENARIOS),
+        len(HELD_OUT_3_SCENARIOS),
+        len(HELD_OUT_4_SCENARIOS),
+    ]
     assert len(SCENARIOS_V2) == sum(sizes)
     for part, scenarios in PARTS.items():
         assert {s.params["part"] for s in scenarios.values()} == {part}
@@ -66,7 +74,41 @@ def test_the_third_held_out_part_scrapes_mostly_at_two_seconds() -> None:
     assert {s.exporters for s in scenarios} == {True, False}
 
 
-@pytest.mark.parametrize("scenario", HELD_OUT_3_SCENARIOS.values(), ids=lambda s: s.name)
+def test_the_fourth_held_out_part_covers_the_causes_the_third_left_out() -> None:
+    """Six ``_h4`` scenarios: the four causes the third part lacks, a reload, a control."""
+    scenarios = list(HELD_OUT_4_SCENARIOS.values())
+    assert len(scenarios) == 6
+    assert all(s.name.endswith("_h4") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    missing_from_h3 = ("too_many_instances", "cpu_bottleneck", "node_contention", "retry_storm")
+    assert all(causes[c] == 1 for c in missing_from_h3)
+    assert causes["model_reload"] == 1
+    assert causes[None] == 1
+
+
+def test_the_fourth_held_out_part_scrapes_at_the_goals_interval_and_the_default() -> None:
+    """Five recordings at 2 s, one at Prometheus' default 15 s, with sources missing in some."""
+    scenarios = HELD_OUT_4_SCENARIOS.values()
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 2, 2, 2, 15]
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+    assert {s.exporters for s in scenarios} == {True, False}
+
+
+def test_the_fourth_held_out_cpu_bottleneck_holds_the_server_to_its_quota() -> None:
+    """Its demand exceeds the quota it is held to, and the labels say the quota was enforced."""
+    scenario = HELD_OUT_4_SCENARIOS["cpu_bottleneck_step_h4"]
+    assert scenario.enforce_cpu_quota
+    assert scenario.params["cpu_quota_enforced"] is True
+    assert scenario.params["cpu_demand_cores"] > 1.5 * scenario.params["cpu_quota_cores"]
+    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith("_h4")]
+    assert not any(s.enforce_cpu_quota or "cpu_quota_enforced" in s.params for s in earlier)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [*HELD_OUT_3_SCENARIOS.values(), *HELD_OUT_4_SCENARIOS.values()],
+    ids=lambda s: s.name,
+)
 def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario) -> None:
     """Three deadlines plus a scrape each fit the fault phase, after eight healthy scrapes."""
     interval = scenario.scrape_interval_s
@@ -76,7 +118,11 @@ def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario)
     assert scenario.params["scrape_interval_s"] == interval
 
 
-@pytest.mark.parametrize("scenario", HELD_OUT_3_SCENARIOS.values(), ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "scenario",
+    [*HELD_OUT_3_SCENARIOS.values(), *HELD_OUT_4_SCENARIOS.values()],
+    ids=lambda s: s.name,
+)
 def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Scenario) -> None:
     """The served model's compute and instance count are the ones written into its labels."""
     spec = next(m for m in scenario.models if m.name == scenario.model)
@@ -92,19 +138,23 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
     assert (scenario.background_hog is None) == (hog is None)
 
 
-def test_the_third_held_out_part_serves_models_no_other_part_serves() -> None:
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4])
+def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
-    others = {m.name for part in (TUNING, HELD_OUT) for s in PARTS[part].values() for m in s.models}
-    new = {m.name for s in HELD_OUT_3_SCENARIOS.values() for m in s.models}
+    others = {m.name for p, ss in PARTS.items() if p != part for s in ss.values() for m in s.models}
+    new = {m.name for s in PARTS[part].values() for m in s.models}
     assert not new & others
 
 
-def test_the_recorder_selects_the_third_held_out_part(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--part held_out_3`` is accepted and lists that part's seven scenarios as known."""
-    argv = ["--set", "v2", "--part", HELD_OUT_3, "--out", "unused", "--only", "no_such_h3"]
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4])
+def test_the_recorder_selects_a_late_held_out_part(
+    part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--part held_out_3`` (or ``_4``) is accepted and lists that part's scenarios as known."""
+    argv = ["--set", "v2", "--part", part, "--out", "unused", "--only", "no_such_scenario"]
     assert record.main(argv) == 2
     known = capsys.readouterr().err.strip().split("known: ", 1)[1].split(", ")
-    assert known == list(HELD_OUT_3_SCENARIOS)
+    assert known == list(PARTS[part])
 
 
 @pytest.mark.parametrize(
