@@ -15,10 +15,12 @@ def describe(outcome: Outcome, way: str) -> str:
     head = f"{outcome.name} ({way}): "
     head += f"detected after {found.delay_s:.0f}s" if found else "not detected"
     view = outcome.undiagnosed.get(way)
+    unsent = ", ".join(f"{n} x {kind}" for kind, n in outcome.client_errors.items())
     return (
         head
         + (f"; other incidents: {seen}" if seen else "")
         + (f"; the engine at the fault's end: {view}" if view and not found else "")
+        + (f"; requests no server answered: {unsent}" if unsent else "")
     )
 
 

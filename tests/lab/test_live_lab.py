@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import yaml
 
@@ -11,7 +13,15 @@ from tritonguard.lab.demo import DemoError, action_line, plan_demo
 from tritonguard.lab.demo_faults import DEFAULT_FAULTS, QUICK_FAULTS
 from tritonguard.lab.detect_live import cell
 from tritonguard.lab.live_lab import Outcome, judge, retimed
-from tritonguard.lab.loadgen import rate_at
+from tritonguard.lab.loadgen import (
+    ERROR_TEXT_CHARS,
+    MAX_ERROR_KINDS,
+    OTHER_ERRORS,
+    LoadGenerator,
+    LoadSpec,
+    LoadStats,
+    rate_at,
+)
 from tritonguard.lab.prometheus_server import ScrapeJob, render_config
 from tritonguard.lab.scenarios import SCENARIOS
 
@@ -159,3 +169,46 @@ def test_demo_shows_a_planned_config_change_as_old_to_new() -> None:
         "  playbook batching-delay-lower-queue-delay: triton.update_config planned [dry-run]"
         " (dry-run) dynamic_batching.max_queue_delay_microseconds: 150000 → 500"
     )
+
+
+async def test_requests_no_server_answered_are_counted_by_what_was_raised() -> None:
+    """A client whose every request fails unanswered says so, beside the ingress's 502s.
+
+    Nothing listens on the port, so no request reaches a server: each attempt is a 502 at
+    the lab's ingress, as before, and the run also keeps what the client raised, which is
+    what tells a harness that sent nothing from a server that failed.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with LoadGenerator(f"127.0.0.1:{port}") as gen:
+        stats = await gen.run(LoadSpec("absent", concurrency=1, duration_s=0.5))
+    failed = stats.attempts["502"]
+    assert failed > 0
+    assert stats.succeeded == 0
+    assert sum(stats.client_errors.values()) == failed
+    assert all("Error" in kind for kind in stats.client_errors)
+
+
+def test_client_errors_are_bounded_in_kinds_and_text() -> None:
+    """Many distinct failures keep a few kinds, each briefly, and every failure is counted."""
+    stats = LoadStats()
+    for k in range(3 * MAX_ERROR_KINDS):
+        stats.client_error(OSError(f"reset {k} " + "x" * 1000))
+    stats.client_error(OSError("reset 0 " + "x" * 1000))
+    assert len(stats.client_errors) == MAX_ERROR_KINDS + 1
+    assert stats.client_errors[OTHER_ERRORS] == 2 * MAX_ERROR_KINDS
+    assert sum(stats.client_errors.values()) == 3 * MAX_ERROR_KINDS + 1
+    assert all(len(kind) <= ERROR_TEXT_CHARS for kind in stats.client_errors)
+    assert stats.client_errors[f"OSError: reset 0 {'x' * 1000}"[:ERROR_TEXT_CHARS]] == 2
+
+
+def test_a_miss_names_the_requests_no_server_answered() -> None:
+    """The assertion message and JSON carry the clients' unanswered failures."""
+    out = Outcome("memory_copy", "memory_copy", "vision", "detector", onset_at=100.0)
+    out.client_errors = {"ResourceWarning: Sending a large body": 412}
+    assert describe(out, "scrape") == (
+        "memory_copy (scrape): not detected; requests no server answered: "
+        "412 x ResourceWarning: Sending a large body"
+    )
+    assert out.as_dict()["client_errors"] == {"ResourceWarning: Sending a large body": 412}

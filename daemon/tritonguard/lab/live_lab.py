@@ -17,6 +17,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,6 +281,9 @@ class Outcome:
     # Per way that had not diagnosed the fault when its phase ended: what that engine last
     # concluded of the subject (see ``engine_view``), so that a miss can be explained.
     undiagnosed: dict[str, str] = field(default_factory=dict)
+    # Requests the scenario's clients failed with no server's answer, by what was raised: a
+    # harness that sends nothing makes a silent engine right (LoadStats.client_errors).
+    client_errors: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly summary."""
@@ -306,6 +310,7 @@ class Outcome:
             "before": self.before,
             "during": self.during,
             "undiagnosed": self.undiagnosed,
+            "client_errors": self.client_errors,
         }
 
 
@@ -616,6 +621,10 @@ async def run_live(
     for live in lives:
         out = outcomes[live.name]
         out.onset_at = live.onset_at
+        errors: Counter[str] = Counter()
+        for stats in live.stats:
+            errors.update(stats.client_errors)
+        out.client_errors = dict(errors)
         for watch in watches:
             judge(out, watch.way, watch.events)
     return [outcomes[live.name] for live in lives]

@@ -68,6 +68,12 @@ class LoadSpec:
     seed: int = 1
 
 
+# Bounds on what a run remembers of client-side failures: a few kinds, each briefly.
+MAX_ERROR_KINDS = 8
+ERROR_TEXT_CHARS = 200
+OTHER_ERRORS = "(other kinds)"
+
+
 @dataclass
 class LoadStats:
     """Outcome counts of one run (attempts, as the ingress sees them, and user-level requests)."""
@@ -77,6 +83,18 @@ class LoadStats:
     succeeded: int = 0
     gave_up: int = 0
     dropped: int = 0
+    # Failures with no status from a server (refused, reset, or raised before sending), by
+    # what was raised: the ingress counts them as 502s, which alone hid a client that failed
+    # every request unsent. At most MAX_ERROR_KINDS kinds are kept, each with its count.
+    client_errors: Counter[str] = field(default_factory=Counter)
+
+    def client_error(self, exc: BaseException) -> None:
+        """Count a failure no server answered, under its exception's type and message."""
+        kind = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_CHARS]
+        if kind in self.client_errors or len(self.client_errors) < MAX_ERROR_KINDS:
+            self.client_errors[kind] += 1
+        else:
+            self.client_errors[OTHER_ERRORS] += 1
 
     @property
     def amplification(self) -> float:
@@ -171,7 +189,11 @@ class LoadGenerator:
                 return False
             except Exception as exc:  # the server's answer decides the status the ingress logs
                 status = getattr(exc, "status", lambda: None)()
-                self._count(stats, str(status) if status and str(status).isdigit() else "502")
+                if status and str(status).isdigit():
+                    self._count(stats, str(status))
+                else:
+                    stats.client_error(exc)
+                    self._count(stats, "502")
                 return False
             self._count(stats, "200")
             return True

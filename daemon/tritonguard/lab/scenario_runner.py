@@ -570,6 +570,7 @@ async def run_scenario(
                 "succeeded": s.succeeded,
                 "gave_up": s.gave_up,
                 "dropped": s.dropped,
+                **({"client_errors": dict(s.client_errors)} if s.client_errors else {}),
                 # Loads end in any order; say which one each entry is when there are several.
                 **(
                     {"model": load.spec.model, "pod": run.pods[load.pod].name}
