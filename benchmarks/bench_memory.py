@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from benchmarks.fleet_gen import Fleet, FleetSpec
 from benchmarks.healthy_fleet import fleet_ingesters
-from tritonguard.core.engine import Engine
+from tritonguard.core.engine import Engine, EngineConfig
 
 MODELS = 20
 # The store's own allocations: what its memory bound estimates.
@@ -67,11 +67,17 @@ def _rss_mb() -> float:
     return pages * resource.getpagesize() / 2**20
 
 
-def measure(subjects: int, scrapes: int, *, trace: bool, seed: int = 0) -> list[str]:
-    """Warm a fleet of ``subjects`` up over ``scrapes`` scrapes; return lines for people."""
+def measure(
+    subjects: int, scrapes: int, *, trace: bool, seed: int = 0, history_s: float = 0.0
+) -> list[str]:
+    """Warm a fleet of ``subjects`` up over ``scrapes`` scrapes; return lines for people.
+
+    ``history_s`` is how far back other readers than the diagnosis read the store (a
+    daemon drawing 10-minute charts: 600), as ``EngineConfig.history_s``.
+    """
     spec = FleetSpec(pods=max(1, subjects // MODELS), models=MODELS, interval_s=10.0, seed=seed)
     fleet = Fleet(spec)
-    engine = Engine()
+    engine = Engine(EngineConfig(history_s=history_s))
     ingesters = fleet_ingesters(fleet, engine.store)
     if trace:
         tracemalloc.start(1)
@@ -118,9 +124,15 @@ def main() -> None:
     parser.add_argument("--subjects", default="4000", help="fleet sizes, comma-separated")
     parser.add_argument("--scrapes", type=int, default=12, help="scrapes evaluated")
     parser.add_argument("--trace", action="store_true", help="break the memory down")
+    parser.add_argument(
+        "--history",
+        type=float,
+        default=0.0,
+        help="seconds of points kept for readers besides the diagnosis (600: 10-minute charts)",
+    )
     args = parser.parse_args()
     for n in (int(x) for x in args.subjects.split(",") if x):
-        for line in measure(n, args.scrapes, trace=args.trace):
+        for line in measure(n, args.scrapes, trace=args.trace, history_s=args.history):
             print(line, flush=True)
 
 

@@ -597,10 +597,15 @@ class Settings(BaseSettings):
         """Return the engine's settings: the thresholds and its part of the memory budget.
 
         The engine (series and baselines) gets three quarters of ``memory_budget_mb``, the
-        flight recorder the rest (:meth:`recorder_budget_bytes`).
+        flight recorder the rest (:meth:`recorder_budget_bytes`). With charts on, the store
+        keeps points as far back as a chart shows.
         """
         budget = int(self.memory_budget_mb * 1024 * 1024)
-        return EngineConfig(thresholds=self.thresholds, memory_budget_bytes=budget * 3 // 4)
+        return EngineConfig(
+            thresholds=self.thresholds,
+            memory_budget_bytes=budget * 3 // 4,
+            history_s=self.slack.chart_minutes * 60.0 if self.slack.charts else 0.0,
+        )
 
     def guard_settings(self) -> GuardSettings:
         """Return the playbook guards' daemon-wide settings: both dry-run switches, the budget."""

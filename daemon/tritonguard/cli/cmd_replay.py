@@ -8,12 +8,14 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from tritonguard.core.chart_data import DEFAULT_CHART_MINUTES
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.fleet_groups import GROUP_GUARDS, FleetGroup, tells_group
@@ -95,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args.config)
         config = EngineConfig(thresholds=settings.thresholds) if settings else EngineConfig()
+        if args.format == "slack" and (settings is None or settings.slack.charts):
+            # Its charts read as far back as the daemon's do.
+            minutes = settings.slack.chart_minutes if settings else DEFAULT_CHART_MINUTES
+            config = replace(config, history_s=minutes * 60.0)
         books = load_playbook_files([Path(args.playbooks)]) if args.playbooks else None
         if args.format == "slack" and books is None:
             # As the daemon does when no playbooks are configured.
@@ -204,7 +210,7 @@ async def _replay_slack(
         books,
         thread_settings(settings) if settings else None,
         charts_dir=charts,
-        chart_minutes=settings.slack.chart_minutes if settings else 10.0,
+        chart_minutes=settings.slack.chart_minutes if settings else DEFAULT_CHART_MINUTES,
     )
     out = sys.stdout
     try:

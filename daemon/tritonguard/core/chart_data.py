@@ -1,8 +1,9 @@
 """What an incident's chart shows, pure: queue against compute and the deciding signal over time.
 
 Everything is read back from the engine's series store, so the daemon, ``replay`` and the
-demo chart the same numbers the engine judged. The store keeps ``retention_s`` of points
-(15 min by default), which bounds how far back a chart can reach.
+demo chart the same numbers the engine judged. The store keeps points as far back as its
+readers read (``points_kept_s``: the diagnosis' 7 minutes, or a chart's 10 where charts are
+drawn), which bounds how far back a chart can reach.
 
 **Per scrape.** Each point is one scrape of the subject's request counter: the increase of
 Triton's cumulative counters since the previous scrape, divided by the requests that
@@ -48,6 +49,8 @@ from tritonguard.core.thresholds import Thresholds
 MAX_POINTS = 240
 # How much time before the onset a chart shows at least, when the store still holds it.
 ONSET_LEAD_S = 60.0
+# How much history a chart shows unless told otherwise (the daemon's `slack.chart_minutes`).
+DEFAULT_CHART_MINUTES = 10.0
 
 Getter = Callable[[FeatureSet], float | None]
 # The reference line of a signal, in the chart's units, from the finding's evidence and the
@@ -420,7 +423,7 @@ def chart_data(
     records: Sequence[ActionRecord] = (),
     *,
     now: float,
-    minutes: float = 10.0,
+    minutes: float = DEFAULT_CHART_MINUTES,
     baseline: Baseline | None = None,
     resolved_at: float | None = None,
     max_points: int = MAX_POINTS,
@@ -437,7 +440,7 @@ def chart_data(
     end = now
     start = end - minutes * 60.0
     if event.opened_at - ONSET_LEAD_S < start:
-        start = max(event.opened_at - ONSET_LEAD_S, end - store.retention_s)
+        start = max(event.opened_at - ONSET_LEAD_S, end - store.points_kept_s)
     name = deciding_signal(event.evidence)
     sig = SIGNALS.get(name or "")
     probe = FeatureReader(store, thresholds, end)

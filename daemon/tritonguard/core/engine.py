@@ -16,6 +16,7 @@ from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
 from tritonguard.core.fleet_groups import FleetGroups
 from tritonguard.core.incidents import IncidentBook
 from tritonguard.core.model_config import ModelConfig, parse_model_config
+from tritonguard.core.reload_signs import RESTARTS, restarts_reach_s
 from tritonguard.core.rollout_changes import MAX_PODS, RolloutChange, RolloutTimeline
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_store import SeriesStore
@@ -30,10 +31,14 @@ class EngineConfig:
 
     ``memory_budget_bytes`` bounds what the engine holds (None: unbounded, for replay and
     tests): four fifths for the series store, one fifth for the subjects' baseline history.
+    ``history_s`` is how far back readers other than the diagnosis read the store's points
+    (the incident charts): the store keeps at least that much, and no more than the
+    diagnosis reads otherwise (:func:`points_reach_s`).
     """
 
     thresholds: Thresholds = field(default_factory=Thresholds)
     memory_budget_bytes: int | None = None
+    history_s: float = 0.0
 
     def series_bytes(self) -> int | None:
         """Return the series store's part of the budget."""
@@ -58,6 +63,19 @@ class Diagnosis:
     recovered: bool = False
 
 
+def points_reach_s(t: Thresholds, history_s: float = 0.0) -> float:
+    """Return how far back the engine's readers read a series' points.
+
+    The farthest are the period lookback (per-scrape spikes, reload signs, compute per
+    inference) and a birth's cold age (a counter's birth is its zero point: trimmed, the
+    birth is forgotten); every feature window is shorter. The flight recorder takes its
+    capture's pre-onset span (5 min) when an incident opens, within the lookback. Older
+    points are never read, so keeping them would only cost memory: at a 10 s scrape, 90
+    points a series for the 15-minute retention against 42 for the lookback.
+    """
+    return max(t.period_lookback_s, t.cold_age_s, t.rate_window_s, history_s)
+
+
 class Engine:
     """Pure evaluator: feed samples with `ingest`, call `evaluate` on a clock of your choice."""
 
@@ -65,7 +83,10 @@ class Engine:
         self.config = config or EngineConfig()
         self.t = self.config.thresholds
         self.store = SeriesStore(
-            retention_s=self.t.retention_s, max_bytes=self.config.series_bytes()
+            retention_s=self.t.retention_s,
+            max_bytes=self.config.series_bytes(),
+            points_kept_s=points_reach_s(self.t, self.config.history_s),
+            kept_longer={RESTARTS: restarts_reach_s(self.t)},
         )
         self.changes = ChangeTimeline()
         self.rollouts = RolloutTimeline()

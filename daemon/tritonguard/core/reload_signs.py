@@ -17,11 +17,22 @@ COLD_TAIL = "cold executions in the compute tail"
 # stall, which only a period among several can tell apart.
 STALL = "cold executions on a saturated node"
 
+# A pod's container restarts (kube-state-metrics), which explain its counter resets.
+RESTARTS = "kube_pod_container_status_restarts_total"
+
 _COMPUTE = (
     "nv_inference_compute_input_duration_us",
     "nv_inference_compute_infer_duration_us",
     "nv_inference_compute_output_duration_us",
 )
+
+
+def restarts_reach_s(t: Thresholds) -> float:
+    """Return how far back the restarts that explain a reset are read: two period lookbacks.
+
+    A reset in the lookback is matched against restarts from one more lookback before it.
+    """
+    return 2 * t.period_lookback_s
 
 
 def restart_times(reader: FeatureReader, key: SubjectKey, horizon: float) -> list[float]:
@@ -33,7 +44,7 @@ def restart_times(reader: FeatureReader, key: SubjectKey, horizon: float) -> lis
     out = []
     # Through the store's pod index: a scan of every pod's counters for every subject would
     # grow with the square of the fleet.
-    for s in reader.pod_series("kube_pod_container_status_restarts_total", ns, pod):
+    for s in reader.pod_series(RESTARTS, ns, pod):
         times, values = s.times, s.values
         # Times are strictly increasing: the points at or after the horizon are one run.
         out += [
@@ -222,7 +233,7 @@ def reload_events(
     horizon = now - t.period_lookback_s
     out: set[tuple[float, str]] = set()
     succ = reader.series("nv_inference_request_success", key)
-    restarts = restart_times(reader, key, horizon - t.period_lookback_s)
+    restarts = restart_times(reader, key, now - restarts_reach_s(t))
     interval = reader.interval(key)
     slack = 2 * interval
     for s in succ:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -205,15 +205,32 @@ SKIP: Final = Series("", (), counter=False, scrape_key=("", "", "\x00skip"))
 
 
 class SeriesStore:
-    """All series the engine reads, bounded by a retention window."""
+    """All series the engine reads, bounded by a retention window.
+
+    Two spans bound it. ``retention_s`` is how long a series that stopped reporting stays
+    (its identity: a counter's reference for the next reset, its birth). ``points_kept_s``
+    is how far back a series keeps its points, the farthest any reader reads; older points
+    go but for one, the anchor a rate at the span's start needs. ``kept_longer`` gives the
+    few families read farther back (a pod's restart counters) their own span. Without
+    ``points_kept_s`` points are kept for the whole retention.
+    """
 
     def __init__(
         self,
         retention_s: float = 900.0,
         birth_grace_s: float = 30.0,
         max_bytes: int | None = None,
+        points_kept_s: float | None = None,
+        kept_longer: Mapping[str, float] | None = None,
     ) -> None:
         self.retention_s = retention_s
+        self.points_kept_s = (
+            retention_s if points_kept_s is None else min(points_kept_s, retention_s)
+        )
+        self._kept_longer = {
+            name: min(max(span, self.points_kept_s), retention_s)
+            for name, span in (kept_longer or {}).items()
+        }
         self.birth_grace_s = birth_grace_s
         # The memory bound (None: unbounded, for replay and tests of small inputs). Over it,
         # series that are new are not stored (existing ones keep their history), and points
@@ -510,6 +527,10 @@ class SeriesStore:
             index = self._indexes[name] = FamilyIndex(self.family(name))
         return index
 
+    def points_since(self, name: str, now: float) -> float:
+        """Return the oldest time whose points ``name``'s series still hold at ``now``."""
+        return now - self._kept_longer.get(name, self.points_kept_s)
+
     def expire(self, now: float) -> int:
         """Trim windows and drop series that vanished more than a retention ago; return drops.
 
@@ -520,8 +541,9 @@ class SeriesStore:
         gone: dict[str, list[Series]] = {}
         trimmed = 0
         stale: list[Series] = []
-        for family in self._by_name.values():
-            trimmed += _expire_family(family.values(), horizon, stale)
+        for name, family in self._by_name.items():
+            since = self.points_since(name, now)
+            trimmed += _expire_family(family.values(), since, horizon, stale)
         self.points -= trimmed
         for series in stale:
             name = series.name
@@ -554,12 +576,17 @@ class SeriesStore:
                 self.points_shed += dropped
 
 
-def _expire_family(family: Iterable[Series], horizon: float, stale: list[Series]) -> int:
-    """Trim one family's windows to ``horizon``, noting its stale series; return points cut."""
+def _expire_family(
+    family: Iterable[Series], horizon: float, vanished: float, stale: list[Series]
+) -> int:
+    """Trim one family's windows to ``horizon``; return the points cut.
+
+    A series silent since before ``vanished`` is not trimmed but noted in ``stale``.
+    """
     trimmed = 0
     for series in family:
         times = series.times
-        if times[-1] < horizon:
+        if times[-1] < vanished:
             stale.append(series)
             continue
         resets = series._resets

@@ -52,7 +52,9 @@ class Thresholds(BaseModel):
         900.0,
         description=(
             "Series that vanished are dropped after this: longer than a pod restart or a "
-            "rolling update's gap, so a returning pod keeps its history."
+            "rolling update's gap, so a returning pod keeps its series (a counter's reference "
+            "for a reset, its birth). Points are kept only as far back as a reader reads: "
+            "the period lookback, or a chart's history where charts are drawn."
         ),
     )
 
