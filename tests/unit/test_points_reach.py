@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.fleet_gen import Fleet, FleetSpec
@@ -11,6 +13,8 @@ from tritonguard.core.reload_signs import RESTARTS, restarts_reach_s
 from tritonguard.core.samples import Labels, Sample, make_labels
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.thresholds import Thresholds
+from tritonguard.runtime.audit_store import AuditStore
+from tritonguard.runtime.flight_recorder import FlightRecorder
 from tritonguard.settings import Settings
 
 L = make_labels({"model": "m", "namespace": "prod", "pod": "p"})
@@ -122,3 +126,10 @@ def test_diagnoses_are_those_of_a_store_keeping_every_point(
     assert (opened > 0) is opens
     if spec.fault == "restart":
         assert any(s.resets for s in short.store.family(SUCCESS))
+
+
+def test_the_flight_recorders_pre_onset_span_is_within_the_reach(tmp_path: Path) -> None:
+    """The capture an opening incident takes reaches no farther back than the store keeps."""
+    engine = Engine()
+    recorder = FlightRecorder(tmp_path, AuditStore(), engine.store)
+    assert recorder.pre_s <= engine.store.points_kept_s

@@ -219,11 +219,12 @@ def _relevant_series(store: SeriesStore, subject: Subject) -> list[Series]:
 class FlightRecorder:
     """One capture per open incident, read from the engine's series store, within a bound.
 
-    The engine's store already holds every consumed series for its retention (15 min), so
-    the recorder keeps no copy of the stream: at an incident's opening it takes the
-    subject's series from ``pre_s`` before onset on, and at each ``observe`` (every poll)
-    and event it copies the points the store gained since (a cursor per series: the last
-    time taken), so an incident longer than the store's retention keeps its start. Its
+    The engine's store already holds every consumed series' points for at least the
+    diagnosis' period lookback (7 min, longer than ``pre_s``), so the recorder keeps no copy
+    of the stream: at an incident's opening it takes the subject's series from ``pre_s``
+    before onset on, and at each ``observe`` (every poll) and event it copies the points the
+    store gained since (a cursor per series: the last time taken), so an incident longer
+    than the store keeps points for keeps its start. Its
     memory grows with the open incidents, not with the fleet.
 
     ``max_bytes`` bounds the open captures together: each gets an equal share, and drops
