@@ -17,6 +17,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_3_SCENARIOS,
     HELD_OUT_4,
     HELD_OUT_4_SCENARIOS,
+    HELD_OUT_5,
+    HELD_OUT_5_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     SCENARIOS_V2,
@@ -33,6 +35,7 @@ DIR_PART = {
     "held_out_2": HELD_OUT,
     "held_out_3": HELD_OUT_3,
     "held_out_4": HELD_OUT_4,
+    "held_out_5": HELD_OUT_5,
 }
 LABEL_FILES = sorted(TRACES_V2.glob("*/*.labels.json"))
 # Recorded before its generator dropped the conversion pass (see its comment in scenarios_v2):
@@ -42,12 +45,13 @@ STALE = {"memory_copy_vision_t"}
 
 def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
     """Every part is selectable by name, and no scenario is in two parts."""
-    assert set(PARTS) == {TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4}
+    assert set(PARTS) == {TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4, HELD_OUT_5}
     sizes = [
         len(TUNING_SCENARIOS),
         len(HELD_OUT_SCENARIOS),
         len(HELD_OUT_3_SCENARIOS),
         len(HELD_OUT_4_SCENARIOS),
+        len(HELD_OUT_5_SCENARIOS),
     ]
     assert len(SCENARIOS_V2) == sum(sizes)
     for part, scenarios in PARTS.items():
@@ -104,11 +108,32 @@ def test_the_fourth_held_out_cpu_bottleneck_holds_the_server_to_its_quota() -> N
     assert not any(s.enforce_cpu_quota or "cpu_quota_enforced" in s.params for s in earlier)
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*HELD_OUT_3_SCENARIOS.values(), *HELD_OUT_4_SCENARIOS.values()],
-    ids=lambda s: s.name,
-)
+LATE_SCENARIOS = [
+    *HELD_OUT_3_SCENARIOS.values(),
+    *HELD_OUT_4_SCENARIOS.values(),
+    *HELD_OUT_5_SCENARIOS.values(),
+]
+
+
+def test_the_fifth_held_out_part_tests_too_many_instances_in_earnest() -> None:
+    """Two ``_h5`` too_many_instances: one instance becomes several, each switch as dear as a run.
+
+    The fourth part's was too mild to test the cause (two instances became six, each switch
+    cheaper than an execution); here every execution after the deploy pays a switch of at
+    least four fifths of its own compute, at 2 s with every source and at 10 s without
+    summaries.
+    """
+    scenarios = list(HELD_OUT_5_SCENARIOS.values())
+    assert [s.cause for s in scenarios] == ["too_many_instances"] * 2
+    assert all(s.name.endswith("_h5") for s in scenarios)
+    for s in scenarios:
+        assert s.params["instances_before"] == 1 and s.params["instances_after"] >= 3
+        assert s.params["switch_ms"] >= 0.8 * s.params["accel_ms"]
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 10]
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+
+
+@pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)
 def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario) -> None:
     """Three deadlines plus a scrape each fit the fault phase, after eight healthy scrapes."""
     interval = scenario.scrape_interval_s
@@ -118,11 +143,7 @@ def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario)
     assert scenario.params["scrape_interval_s"] == interval
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*HELD_OUT_3_SCENARIOS.values(), *HELD_OUT_4_SCENARIOS.values()],
-    ids=lambda s: s.name,
-)
+@pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)
 def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Scenario) -> None:
     """The served model's compute and instance count are the ones written into its labels."""
     spec = next(m for m in scenario.models if m.name == scenario.model)
@@ -138,7 +159,7 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
     assert (scenario.background_hog is None) == (hog is None)
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4])
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5])
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
     others = {m.name for p, ss in PARTS.items() if p != part for s in ss.values() for m in s.models}
@@ -146,7 +167,7 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
     assert not new & others
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4])
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5])
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
