@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from benchmarks.fleet_gen import Fleet, FleetSpec
 from benchmarks.healthy_fleet import fleet_ingesters
-from tritonguard.core.engine import Engine, EngineConfig, points_reach_s
+from tritonguard.core.derive import _before, points_reach_s
+from tritonguard.core.engine import Engine, EngineConfig, reach_of
+from tritonguard.core.features import FeatureReader
 from tritonguard.core.reload_signs import RESTARTS, restarts_reach_s
 from tritonguard.core.samples import Labels, Sample, make_labels
 from tritonguard.core.series_store import SeriesStore
@@ -27,12 +30,17 @@ def _fill(store: SeriesStore, name: str, until: int, labels: Labels = L) -> None
         store.add(Sample(name, labels, float(t), float(t)), float(t))
 
 
+def _kept(seconds: float) -> Callable[[float], float]:
+    """Return a reach of ``seconds`` whatever the scrape interval."""
+    return lambda _interval: seconds
+
+
 def test_points_older_than_the_reach_go_but_one_anchor() -> None:
     """A series keeps the points of its reach and the one before it, which a rate there needs.
 
     The increase over the whole reach is what it was with every point kept.
     """
-    full, short = SeriesStore(retention_s=900.0), SeriesStore(900.0, points_kept_s=120.0)
+    full, short = SeriesStore(retention_s=900.0), SeriesStore(900.0, reach=_kept(120.0))
     for store in (full, short):
         _fill(store, SUCCESS, 600)
         store.expire(600.0)
@@ -48,7 +56,7 @@ def test_a_silent_series_outlives_its_points_until_the_retention() -> None:
     Its points beyond the reach go, but it is dropped only once silent for the retention,
     so a returning pod's counter still has its reference for a reset.
     """
-    store = SeriesStore(retention_s=300.0, points_kept_s=60.0)
+    store = SeriesStore(retention_s=300.0, reach=_kept(60.0))
     other = make_labels({"model": "n", "namespace": "prod", "pod": "p"})
     _fill(store, SUCCESS, 100)
     _fill(store, SUCCESS, 390, labels=other)
@@ -60,7 +68,7 @@ def test_a_silent_series_outlives_its_points_until_the_retention() -> None:
 
 def test_a_family_read_farther_back_keeps_its_own_span() -> None:
     """Restart counters keep two period lookbacks while Triton's counters keep the reach."""
-    store = SeriesStore(retention_s=900.0, points_kept_s=100.0, kept_longer={RESTARTS: 300.0})
+    store = SeriesStore(retention_s=900.0, reach=_kept(100.0), kept_longer={RESTARTS: 300.0})
     _fill(store, SUCCESS, 800)
     _fill(store, RESTARTS, 800)
     store.expire(800.0)
@@ -70,20 +78,85 @@ def test_a_family_read_farther_back_keeps_its_own_span() -> None:
 
 def test_the_reach_is_never_past_the_retention() -> None:
     """A reach longer than the retention is the retention: a series cannot outlive itself."""
-    store = SeriesStore(retention_s=100.0, points_kept_s=500.0, kept_longer={RESTARTS: 700.0})
+    store = SeriesStore(retention_s=100.0, reach=_kept(500.0), kept_longer={RESTARTS: 700.0})
+    _fill(store, SUCCESS, 200)
+    store.expire(200.0)
     assert store.points_kept_s == 100.0 and store.points_since(RESTARTS, 1000.0) == 900.0
 
 
+def test_the_reach_follows_the_coarsest_scrape_interval_in_view() -> None:
+    """Readers' windows grow with the interval, so the slowest target sets how far back.
+
+    Until a target has been scraped twice no interval is known and nothing is cut.
+    """
+    store = SeriesStore(retention_s=900.0, reach=lambda interval: 10 * interval)
+    slow = make_labels({"model": "m", "namespace": "prod", "pod": "slow"})
+    store.add(Sample(SUCCESS, L, 1.0, 0.0), 0.0)
+    store.expire(0.0)
+    assert store.coarsest_interval() is None and store.points_kept_s == 900.0
+    for t in range(0, 601, 10):
+        store.add(Sample(SUCCESS, L, float(t), float(t)), float(t))
+        if t % 30 == 0:
+            store.add(Sample(SUCCESS, slow, float(t), float(t)), float(t))
+    store.expire(600.0)
+    assert store.coarsest_interval() == 30.0 and store.points_kept_s == 300.0
+
+
 def test_the_engines_reach_is_the_diagnosis_or_the_charts() -> None:
-    """The engine keeps its period lookback, or a chart's history where charts are drawn."""
+    """The engine keeps the diagnosis' reach at the fleet's interval, or a chart's history."""
     t = Thresholds()
-    assert points_reach_s(t) == t.period_lookback_s
-    assert Engine().store.points_kept_s == t.period_lookback_s
-    assert Engine().store.points_since(RESTARTS, 1000.0) == 1000.0 - restarts_reach_s(t)
-    charts = Settings.model_validate({"slack": {"chart_minutes": 12}})
-    assert Engine(charts.engine_config()).store.points_kept_s == 720.0
-    none = Settings.model_validate({"slack": {"charts": False}})
-    assert Engine(none.engine_config()).store.points_kept_s == t.period_lookback_s
+    # The lookback, then one scrape, two rate windows and a gauge's staleness before a shift.
+    assert points_reach_s(t, 10.0) == 420.0 + 10.0 + 2 * 30.0 + 30.0
+    assert points_reach_s(t, 30.0) == 420.0 + 30.0 + 2 * 60.0 + 90.0
+    assert reach_of(t)(10.0) == points_reach_s(t, 10.0)
+    assert reach_of(t, history_s=720.0)(10.0) == 720.0
+    fleet = Fleet(FleetSpec(pods=1, models=2, seed=3))
+    configs = {
+        "default": EngineConfig(),
+        "charts": Settings.model_validate({"slack": {"chart_minutes": 12}}).engine_config(),
+        "no charts": Settings.model_validate({"slack": {"charts": False}}).engine_config(),
+    }
+    engines = {name: Engine(config) for name, config in configs.items()}
+    ingest = {name: fleet_ingesters(fleet, e.store) for name, e in engines.items()}
+    for t_s, texts in fleet.scrape_many(3):
+        for name, engine in engines.items():
+            for target, text in texts.items():
+                ingest[name][target].ingest(text, t_s)
+            engine.evaluate(t_s)
+    kept = {name: e.store.points_kept_s for name, e in engines.items()}
+    assert kept == {"default": 520.0, "charts": 720.0, "no charts": 520.0}
+    assert engines["default"].store.points_since(RESTARTS, 1000.0) == 1000.0 - restarts_reach_s(t)
+
+
+@pytest.mark.parametrize("interval", [2.0, 10.0, 30.0])
+def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(interval: float) -> None:
+    """The farthest read, the window before a shift that began at the lookback's first scrape.
+
+    Its features (node busy share, compute, rates, gauges) from the store that keeps only
+    the reach are those of a store that keeps every point, at 2, 10 and 30 s scrapes.
+    """
+    t = Thresholds()
+    fleet = Fleet(FleetSpec(pods=1, models=2, seed=5, interval_s=interval))
+    short, full = Engine(), Engine(EngineConfig(history_s=t.retention_s))
+    ingest = [fleet_ingesters(fleet, e.store) for e in (short, full)]
+    scrapes = int(t.retention_s / interval) + 10
+    for t_s, texts in fleet.scrape_many(scrapes):
+        for ingesters in ingest:
+            for target, text in texts.items():
+                ingesters[target].ingest(text, t_s)
+    for e in (short, full):
+        e.store.expire(t_s)
+    assert short.store.points < full.store.points
+    reader = FeatureReader(short.store, t, t_s)
+    key = reader.subjects()[0]
+    succ = next(iter(reader.series(SUCCESS, key)))
+    began = next(at for at in succ.times if at > t_s - t.period_lookback_s)
+    then, window = began - interval, t.window(interval)
+    got = [
+        repr(_before(FeatureReader(e.store, t, t_s), key, then, window, t)) for e in (short, full)
+    ]
+    assert got[0] == got[1]
+    assert "compute_per_inference_us=None" not in got[0]
 
 
 @pytest.mark.parametrize(

@@ -266,6 +266,19 @@ def _peers(
     return out
 
 
+def points_reach_s(t: Thresholds, interval: float) -> float:
+    """Return how far back the diagnosis reads a series' points, scraped every ``interval``.
+
+    The farthest read is the window before a shift (:func:`_before`) that began at the
+    period lookback's first scrape: one scrape before it, two rate windows, and a gauge's
+    staleness before those (a gauge is read as of the second window's start). The reload
+    signs, per-scrape spikes and compute per inference read the lookback itself, a birth
+    its cold age, and every feature window is shorter.
+    """
+    before = interval + 2 * t.window(interval) + t.stale_after(interval)
+    return max(t.period_lookback_s + before, t.cold_age_s, t.rate_window_s)
+
+
 def _before(
     reader: FeatureReader, key: SubjectKey, then: float, window: float, t: Thresholds
 ) -> FeatureSet:

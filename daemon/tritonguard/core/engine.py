@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tritonguard.core.baselines import Baseline, BaselineHistory
 from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
 from tritonguard.core.config_map_changes import ConfigMapChange, ConfigMapTimeline
-from tritonguard.core.derive import derive, subject_of
+from tritonguard.core.derive import derive, points_reach_s, subject_of
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
 from tritonguard.core.findings import CAUSES, Finding, IncidentEvent, Subject
 from tritonguard.core.fleet_groups import FleetGroups
@@ -33,7 +33,7 @@ class EngineConfig:
     tests): four fifths for the series store, one fifth for the subjects' baseline history.
     ``history_s`` is how far back readers other than the diagnosis read the store's points
     (the incident charts): the store keeps at least that much, and no more than the
-    diagnosis reads otherwise (:func:`points_reach_s`).
+    diagnosis reads otherwise (:func:`reach_of`).
     """
 
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -63,17 +63,20 @@ class Diagnosis:
     recovered: bool = False
 
 
-def points_reach_s(t: Thresholds, history_s: float = 0.0) -> float:
-    """Return how far back the engine's readers read a series' points.
+def reach_of(t: Thresholds, history_s: float = 0.0) -> Callable[[float], float]:
+    """Return how far back the engine's readers read points scraped every so often.
 
-    The farthest are the period lookback (per-scrape spikes, reload signs, compute per
-    inference) and a birth's cold age (a counter's birth is its zero point: trimmed, the
-    birth is forgotten); every feature window is shorter. The flight recorder takes its
-    capture's pre-onset span (5 min) when an incident opens, within the lookback. Older
-    points are never read, so keeping them would only cost memory: at a 10 s scrape, 90
-    points a series for the 15-minute retention against 42 for the lookback.
+    The diagnosis' reach (:func:`derive.points_reach_s`: the period lookback and the window
+    before a shift that began there), or ``history_s`` for the charts if longer. The flight
+    recorder takes its capture's pre-onset span (5 min) when an incident opens, within it.
+    Older points are never read, so keeping them would only cost memory: at a 10 s scrape,
+    90 points a series for the 15-minute retention against 52 for the reach.
     """
-    return max(t.period_lookback_s, t.cold_age_s, t.rate_window_s, history_s)
+
+    def reach(interval: float) -> float:
+        return max(points_reach_s(t, interval), history_s)
+
+    return reach
 
 
 class Engine:
@@ -85,7 +88,7 @@ class Engine:
         self.store = SeriesStore(
             retention_s=self.t.retention_s,
             max_bytes=self.config.series_bytes(),
-            points_kept_s=points_reach_s(self.t, self.config.history_s),
+            reach=reach_of(self.t, self.config.history_s),
             kept_longer={RESTARTS: restarts_reach_s(self.t)},
         )
         self.changes = ChangeTimeline()

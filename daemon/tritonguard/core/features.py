@@ -301,7 +301,7 @@ class FeatureReader:
 
     def window(self, interval: float) -> float:
         """Rate window for a given scrape interval."""
-        return max(self.t.rate_window_s, self.t.min_scrapes_per_window * interval)
+        return self.t.window(interval)
 
     def stale_after(self, interval: float) -> float:
         """Age beyond which a subject's newest data is stale."""

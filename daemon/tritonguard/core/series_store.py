@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -16,6 +16,8 @@ from tritonguard.core.targets import target_of
 
 # Scrape times remembered per target and exporter (and overall) for placing born counters.
 MAX_SCRAPES_KEPT = 256
+# A target's scrape interval is the median of its newest gaps: one late scrape moves none.
+RECENT_GAPS = 5
 # A counter first seen from an exporter new to its target is taken as born from zero only
 # while its first value is no more than this many times what it gained over the next scrape
 # interval, per second of lead. A server that just started serves at most at its later rate
@@ -209,10 +211,12 @@ class SeriesStore:
 
     Two spans bound it. ``retention_s`` is how long a series that stopped reporting stays
     (its identity: a counter's reference for the next reset, its birth). ``points_kept_s``
-    is how far back a series keeps its points, the farthest any reader reads; older points
-    go but for one, the anchor a rate at the span's start needs. ``kept_longer`` gives the
-    few families read farther back (a pod's restart counters) their own span. Without
-    ``points_kept_s`` points are kept for the whole retention.
+    is how far back a series keeps its points: ``reach`` of the coarsest scrape interval in
+    view, the farthest its readers read at that interval (readers' windows grow with the
+    interval); older points go but for one, the anchor a rate at the span's start needs.
+    ``kept_longer`` gives the few families read farther back (a pod's restart counters) a
+    span of their own. Without ``reach``, or before any target has been scraped twice,
+    points are kept for the whole retention.
     """
 
     def __init__(
@@ -220,17 +224,14 @@ class SeriesStore:
         retention_s: float = 900.0,
         birth_grace_s: float = 30.0,
         max_bytes: int | None = None,
-        points_kept_s: float | None = None,
+        reach: Callable[[float], float] | None = None,
         kept_longer: Mapping[str, float] | None = None,
     ) -> None:
         self.retention_s = retention_s
-        self.points_kept_s = (
-            retention_s if points_kept_s is None else min(points_kept_s, retention_s)
-        )
-        self._kept_longer = {
-            name: min(max(span, self.points_kept_s), retention_s)
-            for name, span in (kept_longer or {}).items()
-        }
+        self._reach = reach
+        # Set at each expiry from the coarsest scrape interval then in view.
+        self.points_kept_s = retention_s
+        self._kept_longer = dict(kept_longer or {})
         self.birth_grace_s = birth_grace_s
         # The memory bound (None: unbounded, for replay and tests of small inputs). Over it,
         # series that are new are not stored (existing ones keep their history), and points
@@ -529,7 +530,36 @@ class SeriesStore:
 
     def points_since(self, name: str, now: float) -> float:
         """Return the oldest time whose points ``name``'s series still hold at ``now``."""
-        return now - self._kept_longer.get(name, self.points_kept_s)
+        longer = self._kept_longer.get(name)
+        kept = self.points_kept_s
+        if longer is not None:
+            kept = min(max(longer, kept), self.retention_s)
+        return now - kept
+
+    def coarsest_interval(self) -> float | None:
+        """Return the longest scrape interval among the targets in view (None: none known).
+
+        Each target's and exporter's is the median of its newest gaps between scrapes.
+        """
+        coarsest: float | None = None
+        for times in self._exporter_scrapes.values():
+            n = len(times)
+            if n < 2:
+                continue
+            gaps = sorted(times[k] - times[k - 1] for k in range(max(1, n - RECENT_GAPS), n))
+            gap = gaps[len(gaps) // 2]
+            if coarsest is None or gap > coarsest:
+                coarsest = gap
+        return coarsest
+
+    def _points_kept(self) -> float:
+        """Return how far back points are kept now: the reach of the coarsest interval."""
+        if self._reach is None:
+            return self.retention_s
+        interval = self.coarsest_interval()
+        if interval is None:
+            return self.retention_s
+        return min(self._reach(interval), self.retention_s)
 
     def expire(self, now: float) -> int:
         """Trim windows and drop series that vanished more than a retention ago; return drops.
@@ -537,6 +567,7 @@ class SeriesStore:
         Over the memory bound, every series keeps only the points the bound affords it.
         """
         horizon = now - self.retention_s
+        self.points_kept_s = self._points_kept()
         dropped = 0
         gone: dict[str, list[Series]] = {}
         trimmed = 0

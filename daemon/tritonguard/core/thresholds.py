@@ -566,3 +566,7 @@ class Thresholds(BaseModel):
     def stale_after(self, interval_s: float) -> float:
         """Return the age beyond which data scraped every ``interval_s`` is stale."""
         return max(self.stale_after_min_s, self.stale_after_scrapes * interval_s)
+
+    def window(self, interval_s: float) -> float:
+        """Return the rate window for data scraped every ``interval_s``."""
+        return max(self.rate_window_s, self.min_scrapes_per_window * interval_s)
