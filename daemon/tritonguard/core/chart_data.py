@@ -2,8 +2,8 @@
 
 Everything is read back from the engine's series store, so the daemon, ``replay`` and the
 demo chart the same numbers the engine judged. The store keeps points as far back as its
-readers read (``points_kept_s``: the diagnosis' 7 minutes, or a chart's 10 where charts are
-drawn), which bounds how far back a chart can reach.
+readers read (``points_kept_s``: the diagnosis' reach, 520 s at a 10 s scrape, or a chart's
+10 minutes where charts are drawn), which bounds how far back a chart can reach.
 
 **Per scrape.** Each point is one scrape of the subject's request counter: the increase of
 Triton's cumulative counters since the previous scrape, divided by the requests that

@@ -54,7 +54,8 @@ class Thresholds(BaseModel):
             "Series that vanished are dropped after this: longer than a pod restart or a "
             "rolling update's gap, so a returning pod keeps its series (a counter's reference "
             "for a reset, its birth). Points are kept only as far back as a reader reads: "
-            "the period lookback, or a chart's history where charts are drawn."
+            "the period lookback and the window before a shift there (520 s at a 10 s "
+            "scrape), or a chart's history where charts are drawn."
         ),
     )
 
