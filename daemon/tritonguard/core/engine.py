@@ -70,7 +70,7 @@ def reach_of(t: Thresholds, history_s: float = 0.0) -> Callable[[float], float]:
     before a shift that began there), or ``history_s`` for the charts if longer. The flight
     recorder takes its capture's pre-onset span (5 min) when an incident opens, within it.
     Older points are never read, so keeping them would only cost memory: at a 10 s scrape,
-    90 points a series for the 15-minute retention against 52 for the reach.
+    90 points a series for the 15-minute retention against about 54 for the reach.
     """
 
     def reach(interval: float) -> float:
