@@ -164,8 +164,8 @@ def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(interval
     [
         (FleetSpec(pods=4, models=3, seed=7), 75, False),
         (
-            FleetSpec(pods=4, models=3, seed=8, interval_s=2.0, fault="restart", fault_at=240),
-            330,
+            FleetSpec(pods=4, models=3, seed=8, interval_s=2.0, fault="restart", fault_at=270),
+            360,
             False,
         ),
         (FleetSpec(pods=4, models=3, seed=9, fault="retry_storm", fault_at=55), 70, True),
