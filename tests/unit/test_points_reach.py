@@ -14,6 +14,7 @@ from tritonguard.core.engine import Engine, EngineConfig, reach_of
 from tritonguard.core.features import FeatureReader
 from tritonguard.core.reload_signs import RESTARTS, restarts_reach_s
 from tritonguard.core.samples import Labels, Sample, make_labels
+from tritonguard.core.scrape_ingest import TargetIngest
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.audit_store import AuditStore
@@ -33,6 +34,16 @@ def _fill(store: SeriesStore, name: str, until: int, labels: Labels = L) -> None
 def _kept(seconds: float) -> Callable[[float], float]:
     """Return a reach of ``seconds`` whatever the scrape interval."""
     return lambda _interval: seconds
+
+
+def _scrape_into(
+    ingest: list[dict[str, TargetIngest]], texts: dict[str, str], t: float, k: int, every: int
+) -> None:
+    """Ingest one scrape of a fleet; its exporters only at every ``every``-th scrape."""
+    for ingesters in ingest:
+        for target, text in texts.items():
+            if target.startswith("triton/") or k % every == 0:
+                ingesters[target].ingest(text, t)
 
 
 def test_points_older_than_the_reach_go_but_one_anchor() -> None:
@@ -102,6 +113,31 @@ def test_the_reach_follows_the_coarsest_scrape_interval_in_view() -> None:
     assert store.coarsest_interval() == 30.0 and store.points_kept_s == 300.0
 
 
+def test_an_exporter_scraped_less_often_than_triton_does_not_widen_the_reach() -> None:
+    """Readers' windows follow Triton's interval: a 30 s cAdvisor beside a 10 s Triton keeps 10 s'.
+
+    The exporter's series keep its point at or before the reach as their anchor. A stream
+    without any Triton target (other families alone) is still bounded by its own interval.
+    """
+    reach = lambda interval: 10 * interval  # noqa: E731 - a reach simple enough to read
+    store = SeriesStore(retention_s=900.0, reach=reach)
+    usage = "container_cpu_usage_seconds_total"
+    pod = make_labels({"container": "triton", "namespace": "prod", "pod": "p"})
+    for t in range(0, 601, 10):
+        store.add(Sample(SUCCESS, L, float(t), float(t)), float(t))
+        if t % 30 == 0:
+            store.add(Sample(usage, pod, float(t), float(t)), float(t))
+    store.expire(600.0)
+    assert store.coarsest_interval() == 10.0 and store.points_kept_s == 100.0
+    cpu = store.stored(usage, pod)
+    assert cpu is not None and cpu.times[0] == 480.0 and cpu.times[1] == 510.0
+    alone = SeriesStore(retention_s=900.0, reach=reach)
+    for t in range(0, 601, 30):
+        alone.add(Sample(usage, pod, float(t), float(t)), float(t))
+    alone.expire(600.0)
+    assert alone.coarsest_interval() == 30.0 and alone.points_kept_s == 300.0
+
+
 def test_the_engines_reach_is_the_diagnosis_or_the_charts() -> None:
     """The engine keeps the diagnosis' reach at the fleet's interval, or a chart's history."""
     t = Thresholds()
@@ -128,25 +164,32 @@ def test_the_engines_reach_is_the_diagnosis_or_the_charts() -> None:
     assert engines["default"].store.points_since(RESTARTS, 1000.0) == 1000.0 - restarts_reach_s(t)
 
 
-@pytest.mark.parametrize("interval", [2.0, 10.0, 30.0])
-def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(interval: float) -> None:
+@pytest.mark.parametrize(
+    ("interval", "every"),
+    [(2.0, 1), (10.0, 1), (30.0, 1), (10.0, 3), (2.0, 15)],
+    ids=["2s", "10s", "30s", "10s-exporters-30s", "2s-exporters-30s"],
+)
+def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(
+    interval: float, every: int
+) -> None:
     """The farthest read, the window before a shift that began at the lookback's first scrape.
 
     Its features (node busy share, compute, rates, gauges) from the store that keeps only
-    the reach are those of a store that keeps every point, at 2, 10 and 30 s scrapes.
+    the reach are those of a store that keeps every point, at 2, 10 and 30 s scrapes, and
+    with the exporters scraped every 30 s beside a 10 s and a 2 s Triton (whose interval
+    alone sets the reach).
     """
     t = Thresholds()
     fleet = Fleet(FleetSpec(pods=1, models=2, seed=5, interval_s=interval))
     short, full = Engine(), Engine(EngineConfig(history_s=t.retention_s))
     ingest = [fleet_ingesters(fleet, e.store) for e in (short, full)]
     scrapes = int(t.retention_s / interval) + 10
-    for t_s, texts in fleet.scrape_many(scrapes):
-        for ingesters in ingest:
-            for target, text in texts.items():
-                ingesters[target].ingest(text, t_s)
+    for k, (t_s, texts) in enumerate(fleet.scrape_many(scrapes)):
+        _scrape_into(ingest, texts, t_s, k, every)
     for e in (short, full):
         e.store.expire(t_s)
     assert short.store.points < full.store.points
+    assert short.store.points_kept_s == points_reach_s(t, interval)
     reader = FeatureReader(short.store, t, t_s)
     key = reader.subjects()[0]
     succ = next(iter(reader.series(SUCCESS, key)))
@@ -169,11 +212,12 @@ def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(interval
             False,
         ),
         (FleetSpec(pods=4, models=3, seed=9, fault="retry_storm", fault_at=55), 70, True),
+        (FleetSpec(pods=4, models=3, seed=10, fault="retry_storm", fault_at=55), 70, True),
     ],
-    ids=["healthy-10s", "restart-2s", "retry-storm-10s"],
+    ids=["healthy-10s", "restart-2s", "retry-storm-10s", "retry-storm-10s-exporters-30s"],
 )
 def test_diagnoses_are_those_of_a_store_keeping_every_point(
-    spec: FleetSpec, scrapes: int, opens: bool
+    spec: FleetSpec, scrapes: int, opens: bool, request: pytest.FixtureRequest
 ) -> None:
     """Past the reach, every diagnosis and transition is what the full retention gave.
 
@@ -181,21 +225,23 @@ def test_diagnoses_are_those_of_a_store_keeping_every_point(
     the whole 15-minute retention. The runs are longer than the reach, and the faults fall
     after it: a retry storm, which opens an incident, and a container restart, whose counter
     resets its restart counter explains (no incident). The short engine holds fewer points.
+    In the last case the exporters (DCGM, cAdvisor, node, kube-state-metrics) are scraped
+    every 30 s beside Triton's 10 s, and the short engine keeps Triton's reach.
     """
+    every = 3 if request.node.callspec.id.endswith("exporters-30s") else 1
     fleet = Fleet(spec)
     short = Engine()
     full = Engine(EngineConfig(history_s=Thresholds().retention_s))
     ingest = [fleet_ingesters(fleet, e.store) for e in (short, full)]
     opened = 0
-    for t, texts in fleet.scrape_many(scrapes):
-        for ingesters in ingest:
-            for name, text in texts.items():
-                ingesters[name].ingest(text, t)
+    for k, (t, texts) in enumerate(fleet.scrape_many(scrapes)):
+        _scrape_into(ingest, texts, t, k, every)
         events = short.evaluate(t)
         assert events == full.evaluate(t)
         opened += sum(e.event == "opened" for e in events)
         assert repr(short.last_diagnoses) == repr(full.last_diagnoses)
     assert short.store.points < full.store.points
+    assert short.store.points_kept_s == points_reach_s(Thresholds(), spec.interval_s)
     assert (opened > 0) is opens
     if spec.fault == "restart":
         assert any(s.resets for s in short.store.family(SUCCESS))

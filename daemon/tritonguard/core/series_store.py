@@ -201,6 +201,9 @@ class _KeyedTimes(list[float]):
         self.key = key
 
 
+# The exporter whose scrape interval sizes every reader's window (:meth:`coarsest_interval`).
+READERS_EXPORTER: Final = "triton"
+
 # The slot of a sample ``append_scrape`` passes over (its family is not stored); its key is
 # no target's, so it always takes the careful branch.
 SKIP: Final = Series("", (), counter=False, scrape_key=("", "", "\x00skip"))
@@ -211,9 +214,10 @@ class SeriesStore:
 
     Two spans bound it. ``retention_s`` is how long a series that stopped reporting stays
     (its identity: a counter's reference for the next reset, its birth). ``points_kept_s``
-    is how far back a series keeps its points: ``reach`` of the coarsest scrape interval in
-    view, the farthest its readers read at that interval (readers' windows grow with the
-    interval); older points go but for one, the anchor a rate at the span's start needs.
+    is how far back a series keeps its points: ``reach`` of the coarsest Triton scrape
+    interval in view, the farthest its readers read at that interval (readers' windows grow
+    with it, see :meth:`coarsest_interval`); older points go but for one, the anchor a rate
+    or a gauge read at the span's start needs.
     ``kept_longer`` gives the few families read farther back (a pod's restart counters) a
     span of their own. Without ``reach``, or before any target has been scraped twice,
     points are kept for the whole retention.
@@ -537,20 +541,30 @@ class SeriesStore:
         return now - kept
 
     def coarsest_interval(self) -> float | None:
-        """Return the longest scrape interval among the targets in view (None: none known).
+        """Return the longest scrape interval the readers' windows follow (None: none known).
 
-        Each target's and exporter's is the median of its newest gaps between scrapes.
+        Those windows are a subject's, sized by its Triton's scrape interval (the spacing of
+        its request counter): an exporter scraped less often (kube-state-metrics or cAdvisor
+        every 30 s beside Triton every 10 s) is read over the same windows, its point at or
+        before each window's start being the anchor every series keeps. So the Triton
+        targets' longest interval decides; only where no Triton target has been scraped twice
+        (a stream of other families alone) does every exporter's count. Each interval is the
+        median of the target's newest gaps between scrapes.
         """
         coarsest: float | None = None
-        for times in self._exporter_scrapes.values():
+        others: float | None = None
+        for key, times in self._exporter_scrapes.items():
             n = len(times)
             if n < 2:
                 continue
             gaps = sorted(times[k] - times[k - 1] for k in range(max(1, n - RECENT_GAPS), n))
             gap = gaps[len(gaps) // 2]
-            if coarsest is None or gap > coarsest:
+            if key[2] != READERS_EXPORTER:
+                if others is None or gap > others:
+                    others = gap
+            elif coarsest is None or gap > coarsest:
                 coarsest = gap
-        return coarsest
+        return others if coarsest is None else coarsest
 
     def _points_kept(self) -> float:
         """Return how far back points are kept now: the reach of the coarsest interval."""
