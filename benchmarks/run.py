@@ -20,6 +20,7 @@ from benchmarks.bench_ingest import report as ingest_report
 from benchmarks.bench_parser import CAPTURE, parse_ours, parse_prometheus_client
 from benchmarks.bench_replay import build_trace, read_with_prometheus_client, replay_text
 from benchmarks.bench_scrape_fanout import run_fanout
+from benchmarks.bench_staggered import measure as staggered
 
 
 def measure(rounds: int, number: int) -> tuple[float, float]:
@@ -90,6 +91,7 @@ def main() -> None:
     subjects = [int(n) for n in args.subjects.split(",") if n]
     for line in evaluate_report(subjects, ticks=3 if args.quick else 5):
         print(line)
+    print(staggered(subjects[-1], 2 if args.quick else 5).line())
     if not (args.quick or args.no_replay):
         replay, read, span = measure_replay(max(3, args.rounds // 3))
         print(

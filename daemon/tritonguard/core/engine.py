@@ -24,6 +24,9 @@ from tritonguard.core.signatures import SIGNATURES
 from tritonguard.core.signatures.cold_start import CAUSE as COLD_START
 from tritonguard.core.thresholds import Thresholds
 
+# The counter whose newest point is a subject's newest Triton scrape.
+SUCCESS = "nv_inference_request_success"
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -104,6 +107,8 @@ class Engine:
         self._configs: dict[tuple[str, str, str], ModelConfig] = {}
         self.history = BaselineHistory(self.t, max_bytes=self.config.baseline_bytes())
         self._known: set[SubjectKey] = set()
+        # The newest Triton scrape each subject was judged on (see ``evaluate``).
+        self._judged_at: dict[SubjectKey, float] = {}
         self.last_evaluated: float | None = None
         self.evaluations = 0
         self.last_diagnoses: dict[SubjectKey, Diagnosis] = {}
@@ -319,18 +324,35 @@ class Engine:
         self._pod_keys, self._model_pods = keys, None
 
     def evaluate(self, now: float) -> list[IncidentEvent]:
-        """Evaluate every subject at ``now``; return incident transitions."""
+        """Evaluate at ``now`` every subject scraped since its last evaluation; return transitions.
+
+        A subject is judged once per scrape of its Triton (its request counter's newest
+        point): holds count consecutive evaluations, and two evaluations of one scrape
+        would let a single scrape's reading pass for two, as a fleet's targets, scraped at
+        different moments, each wake the evaluation. Between its scrapes a subject keeps its
+        diagnosis until its data goes stale, when it is dropped as a stale one is.
+        """
         events: list[IncidentEvent] = []
         self.store.expire(now)
         reader = FeatureReader(self.store, self.t, now)
         keys = reader.subjects()
         self.note_evaluation(keys, now)
+        judged = self._judged_at
         for key in keys:
+            newest = max((s.last_time for s in reader.series(SUCCESS, key)), default=None)
+            if newest is not None and judged.get(key) == newest:
+                seen = self.last_diagnoses.get(key)
+                if seen is not None and now - newest > self.t.stale_after(seen.features.interval_s):
+                    del self.last_diagnoses[key]
+                continue
+            if newest is not None:
+                judged[key] = newest
             events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
             self.history.forget(gone)
             self.changes.forget(gone)
             self.last_diagnoses.pop(gone, None)
+            judged.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)
         return self.groups.observe(events)
