@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tritonguard.core.samples import Sample, make_labels
 from tritonguard.core.series_store import SeriesStore
 
@@ -329,3 +331,133 @@ def test_a_counter_reset_twice_reads_each_reset_from_the_raw_values() -> None:
         assert s.resets == [] and s._resets is None
     (gauge,) = [stores[0].new_series("nv_inference_pending_request_count", labels, key)]
     assert gauge._resets is None
+
+
+def _expire_every_series(store: SeriesStore, now: float) -> int:
+    """Expiry as a trim of every series to its family's horizon (the reference to match)."""
+    from tritonguard.core.series_store import _forget_quiet
+
+    horizon = now - store.retention_s
+    store.points_kept_s = store._points_kept()
+    dropped = 0
+    for name, family in store._by_name.items():
+        since = store.points_since(name, now)
+        for series in list(family.values()):
+            if series.last_time < horizon:
+                store.points -= len(series.times)
+                del family[series.labels]
+                store._count -= 1
+                dropped += 1
+            else:
+                store.points -= series.trim(since)
+    _forget_quiet(store._scrapes, horizon)
+    _forget_quiet(store._exporter_scrapes, horizon)
+    if store.max_bytes is not None and store.over_budget() and len(store):
+        store._squeeze(store.max_bytes)
+    return dropped
+
+
+def _every_state(store: SeriesStore) -> list[tuple[object, ...]]:
+    return [
+        (s.name, s.labels, list(s.times), list(s.values), list(s.resets), s.born)
+        for family in store._by_name.values()
+        for s in family.values()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("intervals", "reach", "retention"),
+    [((2.0, 5.0, 10.0), 40.0, 120.0), ((1.0, 5.0, 10.0), 300.0, 360.0)],
+    ids=["reach-40s", "reach-past-the-remembered-scrapes"],
+)
+def test_expiry_that_passes_whole_targets_over_trims_as_trimming_every_series_would(
+    intervals: tuple[float, float, float], reach: float, retention: float
+) -> None:
+    """Expiry every second over targets scraped at their own pace leaves what trimming all would.
+
+    Six pods at three intervals, each ingested a few seconds late (timestamps before the
+    last expiry, as a Prometheus read lags), with counter resets, models appearing
+    mid-stream (births), a pod gone for longer than the retention and back, restart
+    counters kept longer than the rest, and with and without a memory bound. Expiry passes
+    over a target whose members have nothing to trim or drop; points, resets, births, drops
+    and the point count come out as a trim of every series at every expiry. In the second
+    case a 1 s pod's reach holds more scrapes than a target remembers, so its bound is read
+    from its members.
+    """
+    import random
+
+    from tritonguard.core.series_store import POINT_BYTES, SERIES_BYTES
+
+    restarts = "kube_pod_container_status_restarts_total"
+    pods = [(f"p{k}", intervals[k % 3], float(k % 4)) for k in range(6)]
+    for bound in (None, 40 * SERIES_BYTES + 40 * 12 * POINT_BYTES):
+        rng = random.Random(11)
+        stores = [
+            SeriesStore(
+                retention_s=retention,
+                max_bytes=bound,
+                reach=lambda _interval: reach,
+                kept_longer={restarts: 2 * reach},
+            )
+            for _ in range(2)
+        ]
+        counts: dict[tuple[str, int], float] = {}
+        passed = 0
+        met = {"reset": False, "birth": False}
+        drops = 0
+        for wall in range(0, 400 + 2 * int(retention)):
+            now = float(wall)
+            dropped = [stores[0].expire(now), _expire_every_series(stores[1], now)]
+            assert dropped[0] == dropped[1]
+            drops += dropped[0]
+            assert _every_state(stores[0]) == _every_state(stores[1])
+            assert stores[0].points == stores[1].points and len(stores[0]) == len(stores[1])
+            state = _every_state(stores[0])
+            met["reset"] = met["reset"] or any(s[4] for s in state)
+            met["birth"] = met["birth"] or any(s[5] is not None for s in state)
+            passed += sum(
+                t.due >= now - reach and t.newest >= now - retention
+                for t in stores[0]._exporter_scrapes.values()
+            )
+            for pod, interval, lag in pods:
+                at = now - lag
+                if at < 0 or at % interval or (pod == "p3" and 100 <= at < 110 + retention):
+                    continue
+                models = 2 if at < 150 else 3  # a model appears on every pod
+                samples = []
+                for m in range(models):
+                    key = (pod, m)
+                    reset = rng.random() < 0.03
+                    counts[key] = 0.0 if reset else counts.get(key, 0.0) + rng.randrange(1, 9)
+                    labels = make_labels({"model": f"m{m}", "namespace": "n", "pod": pod})
+                    samples.append(Sample("nv_inference_request_success", labels, counts[key], at))
+                    samples.append(
+                        Sample("nv_inference_pending_request_count", labels, rng.random(), at)
+                    )
+                pod_labels = make_labels({"container": "triton", "namespace": "n", "pod": pod})
+                samples.append(Sample(restarts, pod_labels, float(at // 200), at))
+                for store in stores:
+                    store.add_many(samples, now)
+        assert met == {"reset": True, "birth": True} and drops > 0
+        assert passed > 0  # whole targets were passed over
+        assert (stores[0].points_shed > 0) == (bound is not None)
+
+
+def test_a_series_first_seen_with_an_old_timestamp_is_dropped_at_the_next_expiry() -> None:
+    """A target passed over whole still drops a newcomer older than the retention.
+
+    A Prometheus read can bring a series' first sample long after it was scraped. Its
+    target's other series are fresh, yet the newcomer has vanished already, and the next
+    expiry drops it as a trim of every series would.
+    """
+    store = SeriesStore(retention_s=120.0, reach=lambda _interval: 40.0)
+    fresh = make_labels({"model": "a", "namespace": "n", "pod": "p"})
+    late = make_labels({"model": "b", "namespace": "n", "pod": "p"})
+    for t in range(0, 601, 10):
+        store.add(Sample("nv_inference_request_success", fresh, float(t), float(t)), float(t))
+        store.expire(float(t))
+    store.add(Sample("nv_inference_request_success", late, 5.0, 470.0), 601.0)
+    assert store.stored("nv_inference_request_success", late) is not None
+    assert store.expire(601.0) == 1
+    assert store.stored("nv_inference_request_success", late) is None
+    assert store.stored("nv_inference_request_success", fresh) is not None

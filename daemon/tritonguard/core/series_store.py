@@ -192,13 +192,25 @@ class Series:
 
 
 class _KeyedTimes(list[float]):
-    """Scrape times of one target's exporter, holding the key object its series share."""
+    """Scrape times of one target's exporter, holding the key object its series share.
 
-    __slots__ = ("key",)
+    It also holds the key's series (``members``) and two bounds that let an expiry pass
+    over all of them at once: no member's second point or oldest reset is older than
+    ``due``, and no member's newest point older than ``newest``. Both are taken at each
+    pass over the members and lowered to every scrape noted since, the only way a member
+    gains a point (a new member, a second point, a reset); points only ever leave from the
+    old end. So while the horizon has not reached ``due`` nothing of the key is to trim,
+    and while the retention has not reached ``newest`` nothing has vanished.
+    """
+
+    __slots__ = ("due", "key", "members", "newest")
 
     def __init__(self, key: ScrapeKey) -> None:
         super().__init__()
         self.key = key
+        self.members: list[Series] = []
+        self.due = math.inf
+        self.newest = math.inf
 
 
 # The exporter whose scrape interval sizes every reader's window (:meth:`coarsest_interval`).
@@ -439,7 +451,10 @@ class SeriesStore:
         Return the exporter's previous scrape of the target and the previous scrape of the
         target by any exporter (of any target, when the target is new).
         """
-        same_exporter = _note_time(self._exporter_times(key), t)
+        times = self._exporter_times(key)
+        times.due = min(times.due, t)
+        times.newest = min(times.newest, t)
+        same_exporter = _note_time(times, t)
         target_before = _note_time(self._scrapes.setdefault((key[0], key[1]), []), t)
         any_before = _note_time(self._all_scrapes, t)
         return same_exporter, target_before if target_before is not None else any_before
@@ -481,6 +496,7 @@ class SeriesStore:
             return None
         series.born_unconfirmed = False
         self._by_name.setdefault(series.name, {})[series.labels] = series
+        self._exporter_times(series.scrape_key).members.append(series)
         self._count += 1
         index = self._indexes.get(series.name)
         if index is not None:
@@ -586,9 +602,19 @@ class SeriesStore:
         gone: dict[str, list[Series]] = {}
         trimmed = 0
         stale: list[Series] = []
-        for name, family in self._by_name.items():
-            since = self.points_since(name, now)
-            trimmed += _expire_family(family.values(), since, horizon, stale)
+        since_of = {name: self.points_since(name, now) for name in self._by_name}
+        # A key is passed over whole while none of its members can have anything to do:
+        # the latest horizon of any family is the strictest test of its ``due``.
+        latest = max(since_of.values(), default=-math.inf)
+        earliest_of: dict[str, float] = {}
+        for name, since in since_of.items():
+            exporter = exporter_of(name)
+            earliest_of[exporter] = min(since, earliest_of.get(exporter, since))
+        for times in self._exporter_scrapes.values():
+            if times.due >= latest and times.newest >= horizon:
+                continue
+            earliest = earliest_of.get(times.key[2], -math.inf)
+            trimmed += _expire_key(times, since_of, earliest, horizon, stale)
         self.points -= trimmed
         for series in stale:
             name = series.name
@@ -621,34 +647,75 @@ class SeriesStore:
                 self.points_shed += dropped
 
 
-def _expire_family(
-    family: Iterable[Series], horizon: float, vanished: float, stale: list[Series]
+def _expire_key(
+    times: _KeyedTimes,
+    since_of: Mapping[str, float],
+    earliest: float,
+    vanished: float,
+    stale: list[Series],
 ) -> int:
-    """Trim one family's windows to ``horizon``; return the points cut.
+    """Trim one key's members to their family's horizon; return the points cut.
 
-    A series silent since before ``vanished`` is not trimmed but noted in ``stale``.
+    A member silent since before ``vanished`` is not trimmed but moved to ``stale``. The
+    key's bounds are taken again from the members that stay; ``earliest`` is the earliest
+    horizon of the key's families.
     """
     trimmed = 0
-    for series in family:
-        times = series.times
-        if times[-1] < vanished:
+    newest = math.inf
+    members = times.members
+    gone = 0
+    for series in members:
+        points = series.times
+        if points[-1] < vanished:
             stale.append(series)
+            gone += 1
             continue
+        horizon = since_of[series.name]
         resets = series._resets
         old_reset = resets is not None and resets[0] < horizon
-        if len(times) < 2 or times[1] >= horizon:
+        if len(points) < 2 or points[1] >= horizon:
             # Nothing past the rate anchor: only a reset older than the horizon to drop.
             if old_reset:
                 trimmed += series.trim(horizon)
-        elif (len(times) == 2 or times[2] >= horizon) and not old_reset and series.born is None:
-            # The steady state: one scrape aged out since the last tick, and the new
+        elif (len(points) == 2 or points[2] >= horizon) and not old_reset and series.born is None:
+            # The steady state: one scrape aged out since the last pass, and the new
             # anchor is the point after it. This is `trim`'s cut of one point, inlined.
-            del times[0]
+            del points[0]
             del series.values[0]
             trimmed += 1
         else:
             trimmed += series.trim(horizon)
+        if points[-1] < newest:  # noqa: PLR1730 - min() is a call per series and pass
+            newest = points[-1]
+    if gone:
+        left = {id(s) for s in stale[-gone:]}
+        members = times.members = [s for s in members if id(s) not in left]
+    times.newest = newest
+    times.due = _due(times, members, earliest)
     return trimmed
+
+
+def _due(times: _KeyedTimes, members: list[Series], earliest: float) -> float:
+    """Return the oldest second point or reset of a key's members, just trimmed.
+
+    Each is one of the key's scrapes (only a birth's zero point, always a first point, is
+    not) at or after its family's horizon, so the key's first remembered scrape at or after
+    the earliest of those horizons bounds them all, without a look at any member. Where
+    the key no longer remembers that far back (more than ``MAX_SCRAPES_KEPT`` scrapes in
+    the span), the members are read.
+    """
+    if times and times[0] <= earliest:
+        k = bisect.bisect_left(times, earliest)
+        return times[k] if k < len(times) else math.inf
+    due = math.inf
+    for series in members:
+        points = series.times
+        if len(points) > 1 and points[1] < due:
+            due = points[1]
+        resets = series._resets
+        if resets is not None and resets[0] < due:
+            due = resets[0]
+    return due
 
 
 def _forget_quiet(scrapes: dict[K, L], horizon: float) -> None:
