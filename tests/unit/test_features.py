@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.unit.synthetic import START, Phase, gauge, notation, samples_of, triton_model
 from tritonguard.core.engine import Engine
-from tritonguard.core.features import FeatureSet
+from tritonguard.core.features import FeatureReader, FeatureSet
 from tritonguard.core.findings import Subject
 
 IV = 5.0
@@ -96,6 +96,43 @@ def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
     )
     f = features(series)
     assert f.node_cpu_busy is not None and abs(f.node_cpu_busy - 0.8) < 1e-9
+
+
+def test_the_node_index_lasts_while_node_exporters_series_stay_the_same() -> None:
+    """Readers of later evaluations share node-exporter's index until a series joins.
+
+    A daemon evaluates many times an interval; the index by node is built once while the
+    family is unchanged, and built again (with the new node's CPUs) when a series joins.
+    """
+    series = triton_model([Phase(12, rps=5)], interval=IV)
+    series['kube_pod_info{namespace="prod",pod="triton-0",node="gpu-1",host_ip="10.0.0.7"}'] = (
+        gauge([(1, 13)])
+    )
+    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="idle"}'] = notation(
+        [(1.0, 12)]
+    )
+    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="user"}'] = notation(
+        [(4.0, 12)]
+    )
+    engine = Engine()
+    engine.ingest(samples_of(series, interval=IV), START)
+    key = ("prod", "triton-0", "resnet")
+    now = START + 12 * IV
+    first = FeatureReader(engine.store, engine.t, now).compute(key).node_cpu_busy
+    index = engine.store.index("node_cpu_seconds_total")
+    held = index.derived
+    assert held is not None and first is not None and abs(first - 0.8) < 1e-9
+    FeatureReader(engine.store, engine.t, now).compute(key)
+    assert index.derived is held
+    joined = {
+        'node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="1",mode="idle"}': notation(
+            [(5.0, 12)]
+        )
+    }
+    engine.ingest(samples_of(joined, interval=IV), START)
+    again = FeatureReader(engine.store, engine.t, now).compute(key).node_cpu_busy
+    assert index.derived is not held and index.derived is not None
+    assert again is not None and abs(again - 0.4) < 1e-9
 
 
 def test_cadvisor_throttling_and_quota() -> None:

@@ -184,6 +184,8 @@ HISTOGRAM_LATENCIES: tuple[tuple[str, float], ...] = (
     ("nv_inference_first_response_histogram_ms_bucket", 1000.0),
 )
 QUEUE_HISTOGRAM = "nv_inference_queue_duration_histogram_us_bucket"
+# node-exporter's CPU seconds by mode: the node's busy share.
+NODE_CPU = "node_cpu_seconds_total"
 
 
 class FeatureReader:
@@ -567,7 +569,13 @@ class FeatureReader:
     def _node_cpu_busy(self, ns: str, pod: str, start: float, end: float) -> float | None:
         nodes = self._nodes
         if nodes is None:
-            nodes = self._nodes = _NodeCpu(list(self.store.family("node_cpu_seconds_total")))
+            # Built once while the family stays the same: a daemon evaluates many times an
+            # interval, each time for the few targets just scraped.
+            index = self.store.index(NODE_CPU)
+            held = index.derived
+            if not isinstance(held, _NodeCpu):
+                held = index.derived = _NodeCpu(list(self.store.family(NODE_CPU)))
+            nodes = self._nodes = held
         if not nodes.family:
             return None
         names: frozenset[str] = frozenset()

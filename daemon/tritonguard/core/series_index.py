@@ -23,9 +23,12 @@ class FamilyIndex:
     bucket add in the same order as sums over a filtered family.
     """
 
-    __slots__ = ("aggregates", "by_pod", "by_subject")
+    __slots__ = ("aggregates", "by_pod", "by_subject", "derived")
 
     def __init__(self, series: Iterable[Series] = ()) -> None:
+        # A reader's structure built from the whole family (node-exporter's CPUs by node),
+        # kept across evaluations and dropped whenever the family gains or loses a series.
+        self.derived: object | None = None
         self.by_subject: dict[SubjectKey, list[Series]] = {}
         # (namespace, "", model) keys that sum a model over its pods, with how many pod
         # series each holds (a key goes when its last pod series does).
@@ -37,6 +40,7 @@ class FamilyIndex:
 
     def add(self, series: Series) -> None:
         """Index a series the store just took in."""
+        self.derived = None
         ns, pod = target_of(series.labels)
         model = label(series.labels, "model")
         self.by_subject.setdefault((ns, pod, model), []).append(series)
@@ -49,6 +53,7 @@ class FamilyIndex:
 
     def drop(self, gone: Sequence[Series]) -> None:
         """Forget series the store let go, in one pass over the buckets they were in."""
+        self.derived = None
         subjects: set[SubjectKey] = set()
         pods: set[str] = set()
         for series in gone:
