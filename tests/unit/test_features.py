@@ -79,8 +79,8 @@ def test_dcgm_that_maps_pods_gives_a_pod_without_a_gpu_none() -> None:
     assert features(series).gpu_util is None
 
 
-def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
-    """node-exporter's instance (IP:port) is matched to the pod's node by host_ip."""
+def _on_a_busy_node() -> dict[str, str]:
+    """Return the test subject's series on node gpu-1 (10.0.0.7), whose one CPU is 80 % busy."""
     series = triton_model([Phase(12, rps=5)], interval=IV)
     series['kube_pod_info{namespace="prod",pod="triton-0",node="gpu-1",host_ip="10.0.0.7"}'] = (
         gauge([(1, 13)])
@@ -91,6 +91,12 @@ def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
     series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="user"}'] = notation(
         [(4.0, 12)]
     )
+    return series
+
+
+def test_node_cpu_joins_through_kube_pod_info_host_ip() -> None:
+    """node-exporter's instance (IP:port) is matched to the pod's node by host_ip."""
+    series = _on_a_busy_node()
     series['node_cpu_seconds_total{instance="10.0.0.8:9100",cpu="0",mode="idle"}'] = notation(
         [(5.0, 12)]
     )
@@ -104,18 +110,8 @@ def test_the_node_index_lasts_while_node_exporters_series_stay_the_same() -> Non
     A daemon evaluates many times an interval; the index by node is built once while the
     family is unchanged, and built again (with the new node's CPUs) when a series joins.
     """
-    series = triton_model([Phase(12, rps=5)], interval=IV)
-    series['kube_pod_info{namespace="prod",pod="triton-0",node="gpu-1",host_ip="10.0.0.7"}'] = (
-        gauge([(1, 13)])
-    )
-    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="idle"}'] = notation(
-        [(1.0, 12)]
-    )
-    series['node_cpu_seconds_total{instance="10.0.0.7:9100",cpu="0",mode="user"}'] = notation(
-        [(4.0, 12)]
-    )
     engine = Engine()
-    engine.ingest(samples_of(series, interval=IV), START)
+    engine.ingest(samples_of(_on_a_busy_node(), interval=IV), START)
     key = ("prod", "triton-0", "resnet")
     now = START + 12 * IV
     first = FeatureReader(engine.store, engine.t, now).compute(key).node_cpu_busy

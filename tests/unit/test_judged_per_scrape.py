@@ -42,6 +42,21 @@ def _staggered(
     return events, pod0, read
 
 
+def _warmed(fleet: Fleet, scrapes: int) -> tuple[Engine, dict[str, TargetIngest], float]:
+    """Scrape every target of ``fleet`` at once and evaluate, ``scrapes`` times.
+
+    Return the engine, its ingesters and the last scrape's time.
+    """
+    engine = Engine()
+    ingest = fleet_ingesters(fleet, engine.store)
+    t = 0.0
+    for t, texts in fleet.scrape_many(scrapes):
+        for name, text in texts.items():
+            ingest[name].ingest(text, t)
+        engine.evaluate(t)
+    return engine, ingest, t
+
+
 def test_a_hold_counts_scrapes_not_evaluations_woken_by_other_targets() -> None:
     """Two evaluations of one scrape are one reading: an incident opens on a later scrape.
 
@@ -63,13 +78,7 @@ def test_between_its_scrapes_a_subject_keeps_its_diagnosis_and_baseline() -> Non
     Its diagnosis is the same object, and its baseline history takes no second snapshot
     of the same scrape.
     """
-    fleet = Fleet(FleetSpec(pods=1, models=2, seed=6))
-    engine = Engine()
-    ingest = fleet_ingesters(fleet, engine.store)
-    for t, texts in fleet.scrape_many(12):
-        for name, text in texts.items():
-            ingest[name].ingest(text, t)
-        engine.evaluate(t)
+    engine, _, t = _warmed(Fleet(FleetSpec(pods=1, models=2, seed=6)), 12)
     held = dict(engine.last_diagnoses)
     snapshots = engine.history.snapshots
     engine.evaluate(t + 3.0)
@@ -85,12 +94,7 @@ def test_a_subject_not_scraped_again_goes_stale_and_is_dropped() -> None:
     it had been judged stale, and a new scrape brings it back.
     """
     fleet = Fleet(FleetSpec(pods=1, models=1, seed=2))
-    engine = Engine()
-    ingest = fleet_ingesters(fleet, engine.store)
-    for t, texts in fleet.scrape_many(8):
-        for name, text in texts.items():
-            ingest[name].ingest(text, t)
-        engine.evaluate(t)
+    engine, ingest, t = _warmed(fleet, 8)
     (key,) = engine.last_diagnoses
     subject = engine.last_diagnoses[key].subject
     stale_after = engine.t.stale_after(engine.last_diagnoses[key].features.interval_s)
