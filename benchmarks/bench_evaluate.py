@@ -21,7 +21,7 @@ import pstats
 import resource
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmarks.fleet_gen import Fleet, FleetSpec
@@ -64,6 +64,12 @@ class TickCost:
         )
 
 
+def consumed_names(texts: Mapping[str, str]) -> list[str]:
+    """Return the families of a scrape's expositions that the engine stores, sorted."""
+    found = {s.name for text in texts.values() for s in parse_exposition(text).samples}
+    return sorted(n for n in found if is_consumed(n))
+
+
 def newest_samples(store: SeriesStore, names: Sequence[str]) -> float:
     """Baseline: read the newest value of every stored series of the consumed families."""
     total = 0.0
@@ -99,8 +105,7 @@ def measure(
         for name, text in texts.items():
             ingesters[name].ingest(text, t)
         if not names:
-            found = {s.name for text in texts.values() for s in parse_exposition(text).samples}
-            names = sorted(n for n in found if is_consumed(n))
+            names = consumed_names(texts)
         if k < warmup:
             engine.evaluate(t)
             continue

@@ -22,7 +22,7 @@ import resource
 import tracemalloc
 from dataclasses import dataclass
 
-from benchmarks.fleet_gen import Fleet, FleetSpec
+from benchmarks.fleet_gen import Fleet, FleetSpec, scraped_at
 from benchmarks.healthy_fleet import fleet_ingesters
 from tritonguard.core.engine import Engine, EngineConfig
 
@@ -94,7 +94,7 @@ def measure(
     early: Traced | None = None
     for k, (t, texts) in enumerate(fleet.scrape_many(scrapes)):
         for name, text in texts.items():
-            if name.startswith("triton/") or k % exporter_every == 0:
+            if scraped_at(name, k, exporter_every):
                 ingesters[name].ingest(text, t)
         engine.evaluate(t)
         if trace and k == early_at - 1:

@@ -21,12 +21,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from benchmarks.bench_evaluate import MODELS, WARMUP_SCRAPES, newest_samples
+from benchmarks.bench_evaluate import MODELS, WARMUP_SCRAPES, consumed_names, newest_samples
 from benchmarks.fleet_gen import Fleet, FleetSpec
 from benchmarks.healthy_fleet import fleet_ingesters
 from tritonguard.core.engine import Engine
-from tritonguard.core.exposition import parse_exposition
-from tritonguard.core.metric_names import is_consumed
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +69,7 @@ def measure(
     baseline: list[float] = []
     for k, (t, texts) in enumerate(fleet.scrape_many(warmup + intervals)):
         if not names:
-            found = {s.name for text in texts.values() for s in parse_exposition(text).samples}
-            names = sorted(n for n in found if is_consumed(n))
+            names = consumed_names(texts)
         gc.collect()
         cpu = 0.0
         for slot in range(slots):

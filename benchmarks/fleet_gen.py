@@ -444,6 +444,15 @@ class Fleet:
         return render_trace(samples, types)
 
 
+def scraped_at(target: str, scrape: int, exporter_every: int) -> bool:
+    """Return whether ``target`` is scraped at scrape ``scrape`` of Triton's interval.
+
+    Triton's targets are scraped every time, the exporters' every ``exporter_every``-th
+    time (3: every 30 s beside a 10 s Triton).
+    """
+    return target.startswith("triton/") or scrape % exporter_every == 0
+
+
 def _ints(values: npt.NDArray[np.float64]) -> list[str]:
     return [str(v) for v in values.astype(np.int64).tolist()]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.fleet_gen import Fleet, FleetSpec
+from benchmarks.fleet_gen import Fleet, FleetSpec, scraped_at
 from benchmarks.healthy_fleet import fleet_ingesters
 from tritonguard.core.derive import _before, points_reach_s
 from tritonguard.core.engine import Engine, EngineConfig, reach_of
@@ -42,7 +42,7 @@ def _scrape_into(
     """Ingest one scrape of a fleet; its exporters only at every ``every``-th scrape."""
     for ingesters in ingest:
         for target, text in texts.items():
-            if target.startswith("triton/") or k % every == 0:
+            if scraped_at(target, k, every):
                 ingesters[target].ingest(text, t)
 
 
@@ -203,21 +203,22 @@ def test_the_window_before_a_shift_at_the_lookbacks_start_is_read_whole(
 
 
 @pytest.mark.parametrize(
-    ("spec", "scrapes", "opens"),
+    ("spec", "scrapes", "opens", "every"),
     [
-        (FleetSpec(pods=4, models=3, seed=7), 75, False),
+        (FleetSpec(pods=4, models=3, seed=7), 75, False, 1),
         (
             FleetSpec(pods=4, models=3, seed=8, interval_s=2.0, fault="restart", fault_at=270),
             360,
             False,
+            1,
         ),
-        (FleetSpec(pods=4, models=3, seed=9, fault="retry_storm", fault_at=55), 70, True),
-        (FleetSpec(pods=4, models=3, seed=10, fault="retry_storm", fault_at=55), 70, True),
+        (FleetSpec(pods=4, models=3, seed=9, fault="retry_storm", fault_at=55), 70, True, 1),
+        (FleetSpec(pods=4, models=3, seed=10, fault="retry_storm", fault_at=55), 70, True, 3),
     ],
     ids=["healthy-10s", "restart-2s", "retry-storm-10s", "retry-storm-10s-exporters-30s"],
 )
 def test_diagnoses_are_those_of_a_store_keeping_every_point(
-    spec: FleetSpec, scrapes: int, opens: bool, request: pytest.FixtureRequest
+    spec: FleetSpec, scrapes: int, opens: bool, every: int
 ) -> None:
     """Past the reach, every diagnosis and transition is what the full retention gave.
 
@@ -228,7 +229,6 @@ def test_diagnoses_are_those_of_a_store_keeping_every_point(
     In the last case the exporters (DCGM, cAdvisor, node, kube-state-metrics) are scraped
     every 30 s beside Triton's 10 s, and the short engine keeps Triton's reach.
     """
-    every = 3 if request.node.callspec.id.endswith("exporters-30s") else 1
     fleet = Fleet(spec)
     short = Engine()
     full = Engine(EngineConfig(history_s=Thresholds().retention_s))
