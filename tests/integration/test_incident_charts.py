@@ -22,6 +22,7 @@ from PIL import Image
 
 from tests.fakes.fake_slack import FakeSlack, StoredMessage
 from tests.slack_harness import Replayed, replay
+from tests.waiting import wait_for
 from tritonguard.clients.slack_api import SlackNotifier
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.chart_data import ChartData
@@ -340,6 +341,55 @@ async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there
     assert content is not None and png_size(content) == CHART_SIZE
     assert [c.method for c in fake_slack.calls].count("files.completeUploadExternal") == 1
     assert charts.drawn == 1 and charts.failed == 0
+    await th.close()
+    await api.close()
+
+
+async def test_a_wait_cancelled_at_shutdown_leaves_the_last_delivery_waiting_for_the_chart(
+    fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outbox worker is cancelled while it waits for a chart; the shutdown drain uploads it.
+
+    The daemon stops its outbox worker before the last delivery. Cancelling the wait once made
+    the chart maker forget the drawing, so that delivery read a file not yet written and gave
+    the upload up (a flake of the daemon playbook tests when a run ended just before a stop).
+    """
+    drawing = threading.Event()
+    finish = threading.Event()
+    draw = incident_charts.render_png
+
+    def slow(data: ChartData) -> bytes:
+        drawing.set()
+        finish.wait(timeout=10.0)
+        return draw(data)
+
+    monkeypatch.setattr(incident_charts, "render_png", slow)
+    replayed = await replay("batching_delay")
+    opened, records, _ = life(replayed)
+    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3", slack={"channel": CHANNEL})
+    charts = chart_maker(settings, replayed.engine)
+    assert isinstance(charts, IncidentCharts)
+    api = SlackNotifier(fake_slack.token, base_url=fake_slack.base_url, timeout_s=5, retries=False)
+    th = build_threads(settings, chart=charts, transport=SlackTransport(api))
+    th.observe_events([opened])
+    th.observe_records(records)
+    assert await asyncio.to_thread(drawing.wait, 10.0)
+    worker = asyncio.create_task(th.worker.deliver_due())
+    # Once the root is marked sent, the worker's next wait is the chart's (the upload is next).
+    await wait_for(
+        lambda: any(r["kind"] == "post_root" and r["state"] == "sent" for r in th.outbox.rows()),
+        10.0,
+    )
+    worker.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await worker
+    finish.set()
+    await th.drain()
+    [root] = fake_slack.roots_in(CHANNEL)
+    [chart] = uploads(fake_slack, root)
+    content = fake_slack.file_content(str((chart.files or [{}])[0]["id"]))
+    assert content is not None and png_size(content) == CHART_SIZE
+    assert th.worker.given_up == 0
     await th.close()
     await api.close()
 

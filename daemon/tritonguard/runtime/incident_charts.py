@@ -434,12 +434,16 @@ class IncidentCharts:
         try:
             # shield: a timeout gives up waiting, it does not stop a drawing under way.
             async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(asyncio.wrap_future(drawing))
+                drawn = await asyncio.shield(asyncio.wrap_future(drawing))
         except TimeoutError:
+            self._drawing.pop(path, None)
             self._log.warning("incident chart not drawn in time", path=path, waited_s=timeout_s)
             return False
-        finally:
-            self._drawing.pop(path, None)
+        # Forgotten only once answered: a wait cancelled (the outbox worker stopped at
+        # shutdown) leaves the drawing known, so the shutdown's last delivery waits for it
+        # too instead of taking an unknown path for a finished file and uploading nothing.
+        self._drawing.pop(path, None)
+        return drawn
 
     def close(self) -> None:
         """Stop the worker: charts not yet drawn are not (their uploads are dropped)."""
