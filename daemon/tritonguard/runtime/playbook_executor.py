@@ -10,6 +10,7 @@ A step with ``approval: required`` suspends its run until a human decides
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import secrets
 import time
@@ -48,6 +49,13 @@ from tritonguard.core.playbook_model import Playbook, Step
 from tritonguard.core.run_handover import same_incident
 from tritonguard.core.templating import TemplateError, incident_context, render_value
 from tritonguard.runtime.audit_store import AuditStore, PendingUndo
+
+# Who hears each decision as it is written, set by the stage around the work it chains: a
+# run's records then reach Slack, Kubernetes Events and the log step by step, not once the
+# whole run (a verify step waits a minute or more) is over.
+RECORD_WRITTEN: contextvars.ContextVar[Callable[[ActionRecord], None] | None] = (
+    contextvars.ContextVar("tritonguard_record_written", default=None)
+)
 
 
 class FeatureView(Protocol):
@@ -186,6 +194,13 @@ class _Raising:
     settled: asyncio.Future[None]
 
 
+def _written(rec: ActionRecord) -> None:
+    """Tell the stage's listener of a decision just written to the audit store, if one listens."""
+    listener = RECORD_WRITTEN.get()
+    if listener is not None:
+        listener(rec)
+
+
 def _short(params: dict[str, Any]) -> dict[str, Any]:
     """Keep records readable: a whole model config is summarised, not copied."""
     out = dict(params)
@@ -259,6 +274,7 @@ class PlaybookExecutor:
             phase=phase,
         )
         self.store.record(rec)
+        _written(rec)
         return rec
 
     def skipped(self, skip: SkipPlaybook, now: float) -> ActionRecord:
@@ -646,6 +662,7 @@ class PlaybookExecutor:
                 # itself), so its intents are discarded with the failure's record.
                 rec = self._step_record(event, book, step, rendered, failure=failure)
                 self.store.settle_step(rec, intents)
+                _written(rec)
                 self._settled(intents)
                 self._release(raising)
                 records.append(rec)
@@ -661,6 +678,7 @@ class PlaybookExecutor:
                 intents,
                 undo=(undo.action, undo.params, undo.on_resolve) if undo is not None else None,
             )
+            _written(rec)
             self._settled(intents)
             # After settle_step: a scale waiting on this one finds its undo on file.
             self._release(raising)
@@ -794,6 +812,7 @@ class PlaybookExecutor:
             event, book, step, rendered, failure=_Failed("skipped", "covered", str(covered))
         )
         self.store.record(rec)
+        _written(rec)
         if covered.on_resolve:
             held = covered.undo
             self.store.add_undo(event.incident_id, book.name, held.action, held.params, True)
@@ -828,6 +847,7 @@ class PlaybookExecutor:
             event, book, step, rendered, failure=_Failed("skipped", held.guard, str(held))
         )
         self.store.record(rec)
+        _written(rec)
         return rec
 
     def _settled(self, intents: list[int]) -> None:

@@ -40,7 +40,7 @@ from tritonguard.core.playbook_model import Guards, Playbook, Step
 from tritonguard.core.run_handover import same_incident
 from tritonguard.logs import get_logger
 from tritonguard.runtime.audit_store import AuditStore
-from tritonguard.runtime.playbook_executor import PlaybookExecutor
+from tritonguard.runtime.playbook_executor import RECORD_WRITTEN, PlaybookExecutor
 
 # The guards look back a day (rates are per hour, cooldowns shorter).
 HISTORY_S = 86400.0
@@ -253,6 +253,23 @@ class PlaybookStage:
             if previous is not None and not previous.done():
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(previous)
+            # Each record is reported as it is written: the thread's root must not wait for
+            # the run's verify step (a minute) to say what was done, nor a Kubernetes Event.
+            heard: set[int] = set()
+
+            def hear(rec: ActionRecord) -> None:
+                heard.add(id(rec))
+                try:
+                    self._report(event.subject, [rec])
+                except Exception as exc:  # telling people must never stop a remediation
+                    self._log.error(
+                        "reporting a playbook record failed",
+                        subject=key,
+                        incident=event.incident_id,
+                        exc_info=exc,
+                    )
+
+            token = RECORD_WRITTEN.set(hear)
             try:
                 records = await work()
             except Exception as exc:  # a bug must not take the daemon down; log it loudly
@@ -260,7 +277,10 @@ class PlaybookStage:
                     "playbook work failed", subject=key, incident=event.incident_id, exc_info=exc
                 )
                 return []
-            self._report(event.subject, records)
+            finally:
+                RECORD_WRITTEN.reset(token)
+            # Records the work returned without writing them (none today) are reported now.
+            self._report(event.subject, [r for r in records if id(r) not in heard])
             return records
 
         task = asyncio.create_task(run(), name=f"playbooks:{key}")
