@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import multiprocessing
 import socket
 import statistics
@@ -92,6 +93,9 @@ class Tick:
     cpu_s: float
     fetch_s: float  # wall time until the last response (the fused path only)
     lag_s: float
+    # CPU time until the last response (the fused path only): the HTTP side alone, which
+    # the event loop's implementation moves, apart from the ingest that follows it.
+    fetch_cpu_s: float
     up: int
     samples: int
 
@@ -137,10 +141,11 @@ async def _ticks(
             started = time.monotonic()
             lag = 0.0 if previous is None else max(0.0, started - previous - interval_s)
             cpu0 = time.process_time()
-            fetch = float("nan")
+            fetch = fetch_cpu = float("nan")
             if fused:
                 results = await scraper.scrape_all(scrape_targets)
                 fetch = time.monotonic() - started
+                fetch_cpu = time.process_time() - cpu0
                 samples = up = 0
                 for result in results:
                     if result.ok and result.text is not None:
@@ -153,7 +158,7 @@ async def _ticks(
                 samples = len(polled.samples)
                 up = sum(1 for status in polled.statuses if status.ok)
             wall = time.monotonic() - started
-            out.append(Tick(wall, time.process_time() - cpu0, fetch, lag, up, samples))
+            out.append(Tick(wall, time.process_time() - cpu0, fetch, lag, fetch_cpu, up, samples))
             # Lag counts from the first steady tick on: the cold one is reported apart.
             previous = started if out[1:] else None
             await asyncio.sleep(max(0.0, interval_s - wall))
@@ -169,6 +174,7 @@ async def run_fanout(
     interval_s: float = 10.0,
     timeout_s: float = 5.0,
     concurrencies: Sequence[int] = (32, 256),
+    paths: Sequence[bool] = (False, True),
 ) -> list[str]:
     """Run the fan-out at each concurrency, both ingest paths; return the report lines."""
     receive, send = multiprocessing.Pipe(duplex=False)
@@ -187,7 +193,7 @@ async def run_fanout(
             f"{targets // EVERY} dead), {interval_s:g} s interval, scrape timeout {timeout_s:g} s"
         )
         for concurrency in concurrencies:
-            for fused in (False, True):
+            for fused in paths:
                 done = await _ticks(
                     settings,
                     ticks=ticks,
@@ -200,7 +206,10 @@ async def run_fanout(
                 first, steady = done[0], done[1:]
                 walls = [t.wall_s for t in steady]
                 fetched = (
-                    f", fetch {statistics.median(t.fetch_s for t in steady):.2f} s" if fused else ""
+                    f", fetch {statistics.median(t.fetch_s for t in steady):.2f} s wall "
+                    f"{statistics.median(t.fetch_cpu_s for t in steady):.2f} s CPU"
+                    if fused
+                    else ""
                 )
                 lines.append(
                     f"  max_concurrent_scrapes={concurrency}, {path}: steady tick wall "
@@ -226,7 +235,20 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--concurrency", default="32,256", help="comma-separated")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the scraper's event loop (uvloop must be installed)",
+    )
+    parser.add_argument(
+        "--paths", choices=("both", "fused"), default="both", help="which ingest paths to run"
+    )
     args = parser.parse_args()
+    if args.loop == "uvloop":
+        # Not a dependency: installed by hand for this comparison only (docs/benchmarks.md).
+        uvloop = importlib.import_module("uvloop")
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     lines = asyncio.run(
         run_fanout(
             targets=args.targets,
@@ -234,8 +256,10 @@ def main() -> None:
             interval_s=args.interval,
             timeout_s=args.timeout,
             concurrencies=[int(c) for c in args.concurrency.split(",")],
+            paths=(True,) if args.paths == "fused" else (False, True),
         )
     )
+    lines[0] += f", {args.loop} event loop"
     for line in lines:
         print(line)
 
