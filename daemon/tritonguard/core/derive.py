@@ -124,10 +124,6 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         symptom=symptom,
         birth=birth,
         latency_spikes=spikes,
-        # The spikes' per-scrape latency spans the period lookback, as the reload signs' does.
-        reload_events=reload_events(
-            reader, key, now, t, _healthy_compute(base), per_request=per_scrape
-        ),
         scrape_queue=since_shift(
             [v for at, v in pooled_queue if at > now - f.window_s + 0.1 * f.interval_s],
             base.abnormal_above("scrape_queue_us", t.noise_k, t.shift_floor) if base else None,
@@ -143,6 +139,16 @@ def derive(  # noqa: PLR0917 - the evaluation's inputs, each from its owner in t
         t,
         (latency_inc, queue_inc, requests_inc),
     )
+    if symptom.up or fast is not None or len(spikes.spikes) >= t.period_min_spikes:
+        # Reload signs count only for a symptom or for spikes recurring often enough to be a
+        # period (model_reload, node_contention): a quiet subject, nearly all of a fleet at
+        # every scrape, needs none of them. The spikes' per-scrape latency spans the period
+        # lookback, as the reload signs' does.
+        ctx.reload_events = reload_events(
+            reader, key, now, t, _healthy_compute(base), per_request=per_scrape
+        )
+        if fast is not None:
+            fast.reload_events = ctx.reload_events
     if (symptom.sustained or fast is not None) and base is not None:
         # Only while a cause is read (on the full window or the fast path), so it costs one
         # more window's features per slow subject. The shift that matters to the causes
