@@ -16,6 +16,7 @@ from tests.fixtures_prometheus import (
     closed_port_url,
 )
 from tritonguard.clients.prometheus_query import PrometheusQueryClient, PrometheusQueryError
+from tritonguard.core.metric_names import READ_QUANTILES, UNREAD_FAMILIES
 from tritonguard.core.samples import Sample, label
 from tritonguard.sources.prometheus import DEFAULT_GROUPS, PrometheusSource
 
@@ -102,9 +103,20 @@ async def test_raw_samples_come_with_prometheus_timestamps(
     assert label(sample.labels, "job") == "triton"
     assert "__name__" not in dict(sample.labels)
 
-    # Every series of the capture is there (Prometheus adds up, scrape_* of its own).
+    # Every series of the capture that a feature reads is there (Prometheus adds up,
+    # scrape_* of its own), and the capture's summary counts and sums and its unread
+    # quantiles are not even in the answer.
     names = {s.name for s in first.samples}
     assert "nv_inference_queue_duration_us" in names and "up" not in names
+    assert not names & UNREAD_FAMILIES
+    # One matcher for every summary: the union of the quantiles read (the store drops the
+    # queue's median, which only the request and compute summaries need).
+    quantiles = {
+        (s.name, label(s.labels, "quantile")) for s in first.samples if s.name in READ_QUANTILES
+    }
+    assert quantiles == {(n, q) for n in READ_QUANTILES for q in ("0.5", "0.99")}
+    served = CAPTURE.read_text()
+    assert "nv_inference_request_summary_us_count{" in served and 'quantile="0.9"' in served
 
 
 @pytest.mark.live

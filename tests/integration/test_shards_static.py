@@ -73,4 +73,4 @@ async def test_configured_pods_split_by_workload_and_shared_exporters_by_series(
         store = app.engine.store
         assert {label(s.labels, "pod") for s in store.family("nv_inference_count")} == expected[i]
         assert {label(s.labels, "pod") for s in store.family("kube_pod_info")} == expected[i]
-        assert len(list(store.family("node_load1"))) == 1
+        assert len(list(store.family("node_cpu_seconds_total"))) == 1

@@ -44,7 +44,7 @@ def test_a_line_equal_to_last_time_keeps_last_times_value() -> None:
     """An unchanged line stores the value it had; a changed one its new value, NaN included."""
     store = SeriesStore()
     ingest = TargetIngest(store, extra_labels=TARGET)
-    base = 'nv_inference_count{{model="a"}} {}\nnv_inference_queue_summary_us{{model="a"}} {}\n'
+    base = 'nv_inference_count{{model="a"}} {}\nnv_inference_queue_summary_us{{model="a",quantile="0.99"}} {}\n'
     scrapes = [("1", "5"), ("1", "5"), ("1", "5"), ("1", "5"), ("4", "Nan"), ("4", "7")]
     for k, (count, quantile) in enumerate(scrapes):
         ingest.ingest(base.format(count, quantile), 10.0 * k)

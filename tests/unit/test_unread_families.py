@@ -1,4 +1,4 @@
-"""Families under a consumed prefix that no feature reads are neither parsed nor stored."""
+"""Families under a consumed prefix that no feature reads, and unread quantiles, are not stored."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from tritonguard.core import scrape_ingest, series_store
 from tritonguard.core.features import FeatureReader
 from tritonguard.core.metric_names import (
     CONSUMED_PREFIXES,
+    READ_QUANTILES,
     UNREAD_FAMILIES,
     is_consumed,
     is_counter,
 )
+from tritonguard.core.samples import Labels, label
 from tritonguard.core.scrape_ingest import TargetIngest
 from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.thresholds import Thresholds
@@ -53,9 +55,11 @@ def test_read_families_stay_consumed_and_unread_ones_are_not() -> None:
 def test_features_of_the_capture_are_the_same_without_the_unread_families(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every feature of the capture's 50 models is the same with or without the unread families.
+    """Every feature of the capture's 50 models is the same with or without what none reads.
 
-    Eight scrapes of steady traffic; the store keeps 1,000 series fewer without them.
+    Eight scrapes of steady traffic; the store keeps 1,000 series fewer without the unread
+    families, and 500 fewer again without the summary quantiles no feature reads (0.9, 0.95
+    and 0.999 of three summaries, and the queue's median: ten a model).
     """
     text = CAPTURE_50.read_text()
     scrapes = [(100.0 + 10.0 * k, _busy(text, k)) for k in range(8)]
@@ -68,13 +72,22 @@ def test_features_of_the_capture_are_the_same_without_the_unread_families(
     def prefixed(name: str) -> bool:
         return name.startswith(CONSUMED_PREFIXES)
 
+    def every_series(_name: str, _labels: Labels) -> bool:
+        return True
+
     monkeypatch.setattr(series_store, "is_consumed", prefixed)
     monkeypatch.setattr(scrape_ingest, "is_consumed", prefixed)
+    monkeypatch.setattr(series_store, "is_read", every_series)
+    monkeypatch.setattr(scrape_ingest, "is_read", every_series)
     wide = SeriesStore()
     wide_ingest = TargetIngest(wide, extra_labels=TARGET)
     for t, scrape in scrapes:
         wide_ingest.ingest(scrape, t)
-    assert len(wide) - len(narrow) == 1000
+    assert len(wide) - len(narrow) == 1000 + 500
+    kept = {
+        (name, label(s.labels, "quantile")) for name in READ_QUANTILES for s in narrow.family(name)
+    }
+    assert kept == {(name, q) for name, qs in READ_QUANTILES.items() for q in qs}
     now = scrapes[-1][0]
     thresholds = Thresholds()
     narrow_reader = FeatureReader(narrow, thresholds, now)

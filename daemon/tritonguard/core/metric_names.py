@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tritonguard.core.samples import Labels, label
+
 # Triton's counters carry no `_total` suffix, and traces may type them `unknown`, so the
 # engine cannot rely on `# TYPE`: it knows its counters by name.
 TRITON_COUNTERS: frozenset[str] = frozenset(
@@ -32,19 +34,15 @@ CONSUMED_PREFIXES: tuple[str, ...] = (
     "nv_inference_",
     "nv_model_load_duration_secs",
     "nv_gpu_utilization",
-    "nv_gpu_memory_used_bytes",
     "nv_cpu_utilization",
-    "nv_cpu_memory_used_bytes",
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_PROF_PCIE_",
-    "DCGM_FI_DEV_FB_USED",
     "container_cpu_usage_seconds_total",
     "container_cpu_cfs_periods_total",
     "container_cpu_cfs_throttled_periods_total",
     "container_spec_cpu_quota",
     "container_spec_cpu_period",
     "node_cpu_seconds_total",
-    "node_load1",
     "kube_horizontalpodautoscaler_status_desired_replicas",
     "kube_horizontalpodautoscaler_status_current_replicas",
     "kube_pod_container_status_restarts_total",
@@ -76,6 +74,24 @@ UNREAD_FAMILIES: frozenset[str] = frozenset(
         *(family + part for family in _SUMMARIES_AND_HISTOGRAMS for part in ("_count", "_sum")),
     }
 )
+
+
+# The summary quantiles some feature reads, by family: request p50 and p99 (the symptom, the
+# births' early latency), the queue's p99, and compute p50 and p99 (a cold start's or a
+# reload's slow executions in the tail). Triton exports five a family (0.5, 0.9, 0.95, 0.99,
+# 0.999): the other ten a model, a third of its series, are checked like every sample and
+# never stored.
+READ_QUANTILES: dict[str, frozenset[str]] = {
+    "nv_inference_request_summary_us": frozenset({"0.5", "0.99"}),
+    "nv_inference_queue_summary_us": frozenset({"0.99"}),
+    "nv_inference_compute_infer_summary_us": frozenset({"0.5", "0.99"}),
+}
+
+
+def is_read(name: str, labels: Labels) -> bool:
+    """Return whether a series of a consumed family is one some feature reads (its quantile)."""
+    wanted = READ_QUANTILES.get(name)
+    return wanted is None or label(labels, "quantile") in wanted
 
 
 def is_counter(name: str) -> bool:

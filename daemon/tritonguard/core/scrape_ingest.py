@@ -45,7 +45,7 @@ from tritonguard.core.exposition import (
     shared_cache,
     to_floats,
 )
-from tritonguard.core.metric_names import exporter_of, is_consumed
+from tritonguard.core.metric_names import exporter_of, is_consumed, is_read
 from tritonguard.core.samples import Labels, Sample
 from tritonguard.core.series_store import DROPPED, SKIP, ScrapeKey, Series, SeriesStore
 
@@ -444,7 +444,7 @@ class TargetIngest:
         entry = self.cache.series.get(head)
         if entry is not None and is_value_token(raw):
             # A series text parsed before (another pod of the deployment, an earlier scrape).
-            if not self._kept(entry.name):
+            if not self._kept(entry.name) or not is_read(entry.name, entry.labels):
                 return SKIP, raw, head
             return self._slot(entry), raw, head
         name = metric_name_at(line)
@@ -461,7 +461,7 @@ class TargetIngest:
             return None  # a sample with its own timestamp: the slow path takes it
         # Only a line whose text before the value is exactly the series text matches by place.
         match = head if self.cache.series.get(head) is entry else _NEVER
-        if not self._kept(entry.name):
+        if not self._kept(entry.name) or not is_read(entry.name, entry.labels):
             return SKIP, value, match
         return self._slot(entry), value, match
 

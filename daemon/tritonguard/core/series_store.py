@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
-from tritonguard.core.metric_names import exporter_of, is_consumed, is_counter
+from tritonguard.core.metric_names import (
+    READ_QUANTILES,
+    exporter_of,
+    is_consumed,
+    is_counter,
+    is_read,
+)
 from tritonguard.core.samples import Labels, Sample
 from tritonguard.core.series_index import FamilyIndex
 from tritonguard.core.targets import target_of
@@ -299,7 +305,8 @@ class SeriesStore:
 
         NaN (a summary quantile with no observations yet) is no information, and neither is a
         negative counter: taken as a point it would read as a reset and a rate that never
-        happened. Samples of families no feature reads are not stored.
+        happened. Samples of families no feature reads are not stored, nor summary quantiles
+        no feature reads (``metric_names.READ_QUANTILES``).
         """
         names = self._names
         series_of = self.stored
@@ -312,7 +319,7 @@ class SeriesStore:
             info = names.get(name)
             if info is None:
                 info = self._name_info(name)
-            if info is _SKIPPED:
+            if info is _SKIPPED or (name in READ_QUANTILES and not is_read(name, sample.labels)):
                 continue
             value = sample.value
             if not value >= 0.0 and (info[0] or math.isnan(value)):

@@ -11,7 +11,7 @@ from tritonguard.clients.prometheus_query import (
     PrometheusQueryError,
     PromSample,
 )
-from tritonguard.core.metric_names import CONSUMED_PREFIXES
+from tritonguard.core.metric_names import CONSUMED_PREFIXES, READ_QUANTILES, UNREAD_FAMILIES
 from tritonguard.core.samples import Labels, Sample
 from tritonguard.core.shards import SeriesFilter
 from tritonguard.sources.source_status import PollResult, SourceStatus
@@ -27,19 +27,37 @@ class QueryGroup:
 
     name: str
     prefixes: tuple[str, ...]
+    # Families under the prefixes that no feature reads, and summary quantiles none reads:
+    # left out of the answer, not only out of the store (a Triton's series are half of them).
+    unread: tuple[str, ...] = ()
+    quantiles: tuple[str, ...] = ()
 
     def selector(self) -> str:
         """Return ``{__name__=~"..."}``; a prefix ending in ``_`` matches the whole family."""
         parts = [f"{p}.*" if p.endswith("_") else p for p in self.prefixes]
-        return '{__name__=~"' + "|".join(parts) + '"}'
+        matchers = ['__name__=~"' + "|".join(parts) + '"']
+        if self.unread:
+            matchers.append('__name__!~"' + "|".join(self.unread) + '"')
+        if self.quantiles:
+            # A series without the label matches the empty alternative. The dots stay
+            # unescaped (any character): no other quantile Triton exports matches them.
+            matchers.append('quantile=~"|' + "|".join(self.quantiles) + '"')
+        return "{" + ", ".join(matchers) + "}"
 
 
 def _group(name: str, match: Callable[[str], bool]) -> QueryGroup:
     return QueryGroup(name, tuple(p for p in CONSUMED_PREFIXES if match(p)))
 
 
+TRITON_GROUP = QueryGroup(
+    "triton",
+    tuple(p for p in CONSUMED_PREFIXES if p.startswith("nv_")),
+    unread=tuple(sorted(UNREAD_FAMILIES)),
+    quantiles=tuple(sorted({q for qs in READ_QUANTILES.values() for q in qs})),
+)
+
 DEFAULT_GROUPS: tuple[QueryGroup, ...] = (
-    _group("triton", lambda p: p.startswith("nv_")),
+    TRITON_GROUP,
     _group("dcgm", lambda p: p.startswith("DCGM_")),
     _group("cadvisor", lambda p: p.startswith("container_")),
     _group("node", lambda p: p.startswith("node_")),
