@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tritonguard.core import exposition
 from tritonguard.core.exposition import (
     ExpositionError,
     decode_payload,
@@ -155,6 +156,37 @@ def test_iter_exposition_streams_file_lines_across_chunks(tmp_path: Path) -> Non
     whole = parse_exposition(text)
     assert streamed == whole.samples
     assert types == whole.types
+
+
+def test_a_timed_trace_is_read_by_the_fast_scan_in_every_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trace's chunks after the first start timed, as it ended: none falls back line by line.
+
+    Each chunk ended as a timed run, and the scan then took the next chunk for untimed,
+    stopped at its first sample and read the whole chunk again the careful way: 1,117 of
+    1,118 chunks of a 50-pod replay, half its time. The samples are the careful path's.
+    """
+    lines = ["# TYPE nv_inference_count counter"]
+    for m in range(100):  # series by series, as promtool's backfill files are laid out
+        lines += [
+            f'nv_inference_count_total{{model="m{m}",version="1"}} {k * m} {1_700_000_000 + 10 * k}'
+            for k in range(40)
+        ]
+    lines.append("# EOF")
+    careful: list[int] = []
+    real = exposition._ChunkParser._careful
+
+    def counted(self: exposition._ChunkParser, text: str, first_line: int) -> list[Sample]:
+        careful.append(first_line)
+        return real(self, text, first_line)
+
+    monkeypatch.setattr(exposition._ChunkParser, "_careful", counted)
+    read = list(iter_exposition(lines, openmetrics=True, require_timestamps=True, chunk_lines=512))
+    assert careful == [], "every chunk of the trace was read by the fast scan"
+    assert len(read) == 4000
+    monkeypatch.undo()
+    assert read == parse_exposition("\n".join(lines) + "\n", openmetrics=True).samples
 
 
 def test_iter_exposition_errors_carry_the_line_of_the_whole_input() -> None:

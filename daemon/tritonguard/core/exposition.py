@@ -806,7 +806,10 @@ class _ChunkParser:
             if stop == start and not run.slots and not run.events:
                 raise _Retry  # a line neither timing takes: let the careful path name it
             start = stop
-            timed = not timed
+            if start < end:
+                # The scan stopped at a line of the other timing. At the chunk's end the
+                # timing stays: the next chunk of a trace starts timed, as this one ended.
+                timed = not timed
         self._run = None
         self.timed = timed
         om = self.openmetrics
