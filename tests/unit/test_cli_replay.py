@@ -138,6 +138,26 @@ def test_huge_trace_is_refused_with_the_line(
         replay_source.MAX_TRACE_SAMPLES = old
 
 
+def test_the_sample_limit_is_the_users_to_raise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-samples refuses a longer trace with the line and the flag; raised, it replays.
+
+    A day of a 50-pod fleet holds more samples than the default allows; the message names
+    the flag that lets it through, and a bad value is refused before the trace is read.
+    """
+    path = _trace(tmp_path)
+    assert main(["replay", str(path), "--format", "json", "--max-samples", "100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tritonguard: {path}:") and "--max-samples" in err
+    assert len(err.splitlines()) == 1
+    assert main(["replay", str(path), "--format", "json", "--max-samples", "1000000"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert any(e["event"] == "opened" for e in events)
+    assert main(["replay", str(path), "--max-samples", "0"]) == 2
+    assert "--max-samples 0" in capsys.readouterr().err
+
+
 def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """A path that does not exist is bad input, not a crash."""
     assert main(["replay", "/nonexistent/trace.om.gz"]) == 2

@@ -27,7 +27,7 @@ from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
 from tritonguard.runtime.playbook_files import SHIPPED_PLAYBOOKS, load_playbook_files
 from tritonguard.runtime.playbook_stage import PlaybookStage
 from tritonguard.sources.replay import TraceError
-from tritonguard.sources.trace_stream import SpilledTrace, open_trace
+from tritonguard.sources.trace_stream import STREAM_MAX_SAMPLES, SpilledTrace, open_trace
 
 if TYPE_CHECKING:
     from tritonguard.settings import Settings
@@ -75,6 +75,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="--format slack: draw the threads' charts (PNG) here (default: a new temporary "
         "directory; none with slack.charts off in --config)",
     )
+    p.add_argument(
+        "--max-samples",
+        type=int,
+        default=STREAM_MAX_SAMPLES,
+        metavar="N",
+        help=(
+            f"refuse a trace of more samples (default {STREAM_MAX_SAMPLES:,}: its spill takes "
+            "20 bytes a sample of temporary disk, 5 GB; a day of 50 Triton pods of 20 models "
+            "with their exporters is about 435 million)"
+        ),
+    )
     p.add_argument("--stats", action="store_true", help="print replay speed to stderr")
     p.set_defaults(handler=run)
 
@@ -85,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
     The trace streams from temporary time buckets (``trace_stream``), so its length costs
     disk, not memory; every problem with it is found before the first event is printed.
     """
+    if args.max_samples < 1:
+        print(
+            f"tritonguard: --max-samples {args.max_samples}: must be a positive number of samples",
+            file=sys.stderr,
+        )
+        return 2
     try:
         check_eval_interval(args.eval_interval)
     except ValueError:
@@ -105,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "slack" and books is None:
             # As the daemon does when no playbooks are configured.
             books = load_playbook_files([SHIPPED_PLAYBOOKS])
-        trace = open_trace(args.trace)
+        trace = open_trace(args.trace, max_samples=args.max_samples)
     except (TraceError, ValueError) as exc:
         print(f"tritonguard: {exc}", file=sys.stderr)
         return 2

@@ -1097,7 +1097,8 @@ def _too_many(source: str, lineno: int, limit: int) -> None:
     raise ExpositionError(
         source,
         lineno,
-        f"more than {limit} samples; raise max_samples or split the input into smaller parts",
+        f"more than {limit} samples; raise the limit (tritonguard replay --max-samples) or "
+        "split the input into smaller parts",
     )
 
 
