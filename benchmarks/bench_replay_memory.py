@@ -39,11 +39,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.fleet_gen import Fleet, FleetSpec, Target
-from tritonguard.core.exposition import parse_exposition
+from benchmarks.fleet_gen import Fleet, FleetSpec, scrape_samples
 from tritonguard.core.samples import Labels, Sample, make_labels
-from tritonguard.core.scrape_ingest import relabelled
-from tritonguard.core.trace_writer import render_trace
+from tritonguard.core.trace_writer import format_number, render_trace
 
 START = 1_700_000_000.0
 
@@ -159,27 +157,6 @@ class _Family:
     runs: list[tuple[int, int]]
 
 
-def _scrape_samples(
-    texts: Mapping[str, str], targets: Mapping[str, Target], t: float, types: dict[str, str]
-) -> list[Sample]:
-    """Return one scrape's samples labelled as a scrape labels them (as ``Fleet.trace`` does)."""
-    samples: list[Sample] = []
-    for name, text in texts.items():
-        target = targets[name]
-        exposition = parse_exposition(text, default_timestamp=t)
-        types.update(exposition.types)
-        samples.extend(
-            Sample(
-                s.name,
-                relabelled(s.labels, target.labels, honor_labels=target.honor_labels),
-                s.value,
-                s.timestamp,
-            )
-            for s in exposition.samples
-        )
-    return samples
-
-
 def _layout(
     samples: list[Sample], types: Mapping[str, str]
 ) -> tuple[list[int], list[str], list[_Family]]:
@@ -226,17 +203,6 @@ def _layout(
     return order, heads, families
 
 
-def _number(value: float) -> str:
-    """Format a value or timestamp as ``trace_writer`` does (the tests pin the equality)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(value)
-
-
 def _read_columns(
     fd: int, chunks: list[tuple[int, int, int]], cols: tuple[int, int], scrapes: int
 ) -> npt.NDArray[np.float64]:
@@ -271,7 +237,7 @@ def _write_run(
     lines: list[str] = []
     for stamp, row in zip(stamps, values.T.tolist(), strict=True):
         for head, value in zip(heads, row, strict=True):
-            lines.append(f"{head} {_number(value)} {stamp}\n")
+            lines.append(f"{head} {format_number(value)} {stamp}\n")
         if len(lines) >= WRITE_LINES:
             out.write("".join(lines).encode("utf-8"))
             lines.clear()
@@ -326,7 +292,7 @@ def write_fleet_trace(
     targets = {target.name: target for target in fleet.targets}
     types: dict[str, str] = {}
     t = fleet.timestamp(fleet.scrapes)
-    first = _scrape_samples(fleet.scrape(), targets, t, types)
+    first = scrape_samples(fleet.scrape(), targets, t, types)
     known_types = dict(types)
     order, heads, families = _layout(first, types)
     names = [s.name for s in first]
@@ -341,12 +307,12 @@ def write_fleet_trace(
         for k in range(scrapes):
             if k:
                 t = fleet.timestamp(fleet.scrapes)
-                samples = _scrape_samples(fleet.scrape(), targets, t, types)
+                samples = scrape_samples(fleet.scrape(), targets, t, types)
                 if [s.name for s in samples] != names or types != known_types:
                     raise ValueError(f"scrape {k} holds other series than the first")
             values = np.fromiter((s.value for s in samples), dtype=_FLOAT, count=series)
             chunk[filled] = values[order]
-            stamps.append(_number(t))
+            stamps.append(format_number(t))
             filled += 1
             if filled == rows_per_chunk or k == scrapes - 1:
                 chunks.append((spill.tell(), k + 1 - filled, filled))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -428,19 +428,7 @@ class Fleet:
         types: dict[str, str] = {}
         by_name = {target.name: target for target in self.targets}
         for t, texts in self.scrape_many(scrapes):
-            for name, text in texts.items():
-                target = by_name[name]
-                exposition = parse_exposition(text, default_timestamp=t)
-                types.update(exposition.types)
-                samples.extend(
-                    Sample(
-                        s.name,
-                        relabelled(s.labels, target.labels, honor_labels=target.honor_labels),
-                        s.value,
-                        s.timestamp,
-                    )
-                    for s in exposition.samples
-                )
+            samples += scrape_samples(texts, by_name, t, types)
         return render_trace(samples, types)
 
 
@@ -505,3 +493,24 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def scrape_samples(
+    texts: Mapping[str, str], targets: Mapping[str, Target], t: float, types: dict[str, str]
+) -> list[Sample]:
+    """Return one scrape's samples at ``t``, labelled as a scrape labels them; fill ``types``."""
+    samples: list[Sample] = []
+    for name, text in texts.items():
+        target = targets[name]
+        exposition = parse_exposition(text, default_timestamp=t)
+        types.update(exposition.types)
+        samples.extend(
+            Sample(
+                s.name,
+                relabelled(s.labels, target.labels, honor_labels=target.honor_labels),
+                s.value,
+                s.timestamp,
+            )
+            for s in exposition.samples
+        )
+    return samples

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -298,6 +299,47 @@ async def test_the_service_gives_the_threads_a_chart_maker_unless_charts_are_off
         await off.close()
 
 
+@dataclass
+class DrawnOffTheLoop:
+    """A recorded incident's thread to the fake Slack, its chart drawn in the daemon's worker."""
+
+    charts: IncidentCharts
+    threads: SlackThreads
+    api: SlackNotifier
+
+    async def close(self) -> None:
+        """Close the threads and the Slack client."""
+        await self.threads.close()
+        await self.api.close()
+
+
+async def drawn_off_the_loop(
+    fake: FakeSlack,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    draw: Callable[[ChartData], bytes],
+) -> DrawnOffTheLoop:
+    """Open batching_delay's thread with its records; ``draw`` replaces the chart's drawing."""
+    monkeypatch.setattr(incident_charts, "render_png", draw)
+    replayed = await replay("batching_delay")
+    opened, records, _ = life(replayed)
+    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3", slack={"channel": CHANNEL})
+    charts = chart_maker(settings, replayed.engine)
+    assert isinstance(charts, IncidentCharts)
+    api = SlackNotifier(fake.token, base_url=fake.base_url, timeout_s=5, retries=False)
+    th = build_threads(settings, chart=charts, transport=SlackTransport(api))
+    th.observe_events([opened])
+    th.observe_records(records)
+    return DrawnOffTheLoop(charts, th, api)
+
+
+def uploaded_chart(fake: FakeSlack) -> bytes | None:
+    """Return the bytes of the one chart uploaded into the channel's one thread."""
+    [root] = fake.roots_in(CHANNEL)
+    [chart] = uploads(fake, root)
+    return fake.file_content(str((chart.files or [{}])[0]["id"]))
+
+
 async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there(
     fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,16 +359,8 @@ async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there
         order.append("drawn")
         return draw(data)
 
-    monkeypatch.setattr(incident_charts, "render_png", slow)
-    replayed = await replay("batching_delay")
-    opened, records, _ = life(replayed)
-    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3", slack={"channel": CHANNEL})
-    charts = chart_maker(settings, replayed.engine)
-    assert isinstance(charts, IncidentCharts)
-    api = SlackNotifier(fake_slack.token, base_url=fake_slack.base_url, timeout_s=5, retries=False)
-    th = build_threads(settings, chart=charts, transport=SlackTransport(api))
-    th.observe_events([opened])
-    th.observe_records(records)
+    thread = await drawn_off_the_loop(fake_slack, tmp_path, monkeypatch, slow)
+    th, charts = thread.threads, thread.charts
     [upload] = [r for r in th.outbox.rows() if r["kind"] == "upload"]
     assert upload["state"] == "pending", "queued with its path before the chart is drawn"
     # The loop is free to wait here (another coroutine) while the worker starts drawing.
@@ -335,14 +369,11 @@ async def test_a_chart_is_drawn_off_the_event_loop_and_uploaded_once_it_is_there
     loop_ran.set()
     await th.worker.drain()
     assert order == ["loop", "drawn"]
-    [root] = fake_slack.roots_in(CHANNEL)
-    [chart] = uploads(fake_slack, root)
-    content = fake_slack.file_content(str((chart.files or [{}])[0]["id"]))
+    content = uploaded_chart(fake_slack)
     assert content is not None and png_size(content) == CHART_SIZE
     assert [c.method for c in fake_slack.calls].count("files.completeUploadExternal") == 1
     assert charts.drawn == 1 and charts.failed == 0
-    await th.close()
-    await api.close()
+    await thread.close()
 
 
 async def test_a_wait_cancelled_at_shutdown_leaves_the_last_delivery_waiting_for_the_chart(
@@ -363,16 +394,8 @@ async def test_a_wait_cancelled_at_shutdown_leaves_the_last_delivery_waiting_for
         finish.wait(timeout=10.0)
         return draw(data)
 
-    monkeypatch.setattr(incident_charts, "render_png", slow)
-    replayed = await replay("batching_delay")
-    opened, records, _ = life(replayed)
-    settings = Settings(audit_db_path=tmp_path / "audit.sqlite3", slack={"channel": CHANNEL})
-    charts = chart_maker(settings, replayed.engine)
-    assert isinstance(charts, IncidentCharts)
-    api = SlackNotifier(fake_slack.token, base_url=fake_slack.base_url, timeout_s=5, retries=False)
-    th = build_threads(settings, chart=charts, transport=SlackTransport(api))
-    th.observe_events([opened])
-    th.observe_records(records)
+    thread = await drawn_off_the_loop(fake_slack, tmp_path, monkeypatch, slow)
+    th = thread.threads
     assert await asyncio.to_thread(drawing.wait, 10.0)
     worker = asyncio.create_task(th.worker.deliver_due())
     # Once the root is marked sent, the worker's next wait is the chart's (the upload is next).
@@ -385,13 +408,10 @@ async def test_a_wait_cancelled_at_shutdown_leaves_the_last_delivery_waiting_for
         await worker
     finish.set()
     await th.drain()
-    [root] = fake_slack.roots_in(CHANNEL)
-    [chart] = uploads(fake_slack, root)
-    content = fake_slack.file_content(str((chart.files or [{}])[0]["id"]))
+    content = uploaded_chart(fake_slack)
     assert content is not None and png_size(content) == CHART_SIZE
     assert th.worker.given_up == 0
-    await th.close()
-    await api.close()
+    await thread.close()
 
 
 @pytest.mark.usefixtures("no_fonts")

@@ -104,7 +104,9 @@ def render_trace(
         out.append(f"# TYPE {family} {kind}\n")
         rows.sort(key=_point_order(family, kind))
         for (name, labels, timestamp), value in rows:
-            out.append(f"{name}{_render_labels(labels)} {_number(value)} {_number(timestamp)}\n")
+            out.append(
+                f"{name}{_render_labels(labels)} {format_number(value)} {format_number(timestamp)}\n"
+            )
     out.append("# EOF\n")
     return "".join(out)
 
@@ -167,7 +169,8 @@ def _bound_value(labels: Labels, bound: str) -> float:
     return -math.inf
 
 
-def _number(value: float) -> str:
+def format_number(value: float) -> str:
+    """Format a value or timestamp as a trace writes it (integers without a fraction)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
