@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.kube import FakeKube
 from tests.integration.playbook_fakes import seed_triton_deployment
-from tests.playbook_harness import StaticFeatures, handle, incident, stage
+from tests.playbook_harness import StaticFeatures, handle, incident, resolved, stage
 from tests.slack_delivery import attach
 from tritonguard.actions.registry import catalog
 from tritonguard.clients.kubernetes_api import KubernetesClient
@@ -115,4 +115,26 @@ async def test_the_root_names_the_scale_while_the_verify_step_waits(
     assert "`verify`" in str(root.blocks)
     replies = fake_slack.thread_of(root)
     assert [m.text.split(":")[0] for m in replies] == ["done", "verified"]
+    await threads.close()
+
+
+async def test_a_verdict_after_the_incident_resolved_still_reaches_its_thread(
+    kube: FakeKube, fake_slack: FakeSlack
+) -> None:
+    """The incident resolves while the verify step waits; its verdict is still told after it."""
+    wait = VerifyWait()
+    on = acting(kube, fake_slack, wait)
+    threads = attach(on, fake_slack, CHANNEL)
+    opened = incident(at=5000.0, opened_at=4900.0)
+    run = asyncio.create_task(handle(on, opened))
+    await asyncio.wait_for(wait.waiting.wait(), 10.0)
+    on.step([resolved(opened, at=5030.0)], 5030.0)
+    await threads.worker.drain()
+    wait.release.set()
+    await asyncio.wait_for(run, 10.0)
+    await on.settle()
+    await threads.worker.drain()
+    [root] = fake_slack.roots_in(CHANNEL)
+    replies = [m.text.split(":")[0] for m in fake_slack.thread_of(root)]
+    assert "verified" in replies, replies
     await threads.close()

@@ -143,8 +143,9 @@ class _Thread:
     adopted_root: Message | None = None
 
 
-# Unposted incidents kept after resolution for a run that ends later: runs are bounded by
-# the playbook budget and a verification's wait, far fewer than this at once.
+# Incidents kept after resolution, posted or not, for what a run records later (its verify
+# verdict, a rollback, a restore on resolve): runs are bounded by the playbook budget and a
+# verification's wait, far fewer than this at once.
 MAX_ENDED = 256
 
 # Resolved groups' pods remembered for a restore filed after the resolution: far more than
@@ -185,8 +186,12 @@ class ThreadPlanner:
         return list(self._threads)
 
     def started(self, incident_id: str) -> bool:
-        """Whether this planner posts into the incident's thread (it opened or adopted it)."""
-        th = self._threads.get(incident_id)
+        """Whether this planner posts into the incident's thread (it opened or adopted it).
+
+        A resolved incident's thread counts while it is kept: what its runs record later
+        goes on in it without adopting it again from the outbox.
+        """
+        th = self._threads.get(incident_id) or self._ended.get(incident_id)
         return th is not None and th.started
 
     def adopt(
@@ -271,10 +276,11 @@ class ThreadPlanner:
                 out.append(self._reply(th, resolution_reply(self._view(th))))
                 out.extend(self._chart(th, "resolved"))
                 out.append(self._update(th))
-            else:
-                self._ended[event.incident_id] = th
-                while len(self._ended) > MAX_ENDED:
-                    self._ended.popitem(last=False)
+            # Kept, started or not: what its playbooks record after the resolution (a verify
+            # step's verdict, a rollback, a restore on resolve) still goes into its thread.
+            self._ended[event.incident_id] = th
+            while len(self._ended) > MAX_ENDED:
+                self._ended.popitem(last=False)
             del self._threads[event.incident_id]
             self._forget_group(event)
             return out
