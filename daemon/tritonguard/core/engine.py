@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tritonguard.core.baselines import Baseline, BaselineHistory
+from tritonguard.core.baselines import PREPARE_CHUNK, Baseline, BaselineHistory
 from tritonguard.core.config_changes import ChangeTimeline, ConfigChange
 from tritonguard.core.config_map_changes import ConfigMapChange, ConfigMapTimeline
 from tritonguard.core.derive import derive, points_reach_s, subject_of
@@ -338,6 +338,7 @@ class Engine:
         keys = reader.subjects()
         self.note_evaluation(keys, now)
         judged = self._judged_at
+        due: list[SubjectKey] = []
         for key in keys:
             newest = max((s.last_time for s in reader.series(SUCCESS, key)), default=None)
             if newest is not None and judged.get(key) == newest:
@@ -347,7 +348,18 @@ class Engine:
                 continue
             if newest is not None:
                 judged[key] = newest
-            events.extend(self._evaluate_subject(reader, key, now))
+            due.append(key)
+        for start in range(0, len(due), PREPARE_CHUNK):
+            chunk = due[start : start + PREPARE_CHUNK]
+            # Each subject judged now asks for its baseline over its own window: worked out
+            # for a chunk of them in one pass rather than one numpy pass a subject.
+            self.history.prepare(
+                ((key, reader.window(iv), iv) for key in chunk for iv in (reader.interval(key),)),
+                now,
+                self.store.started_at,
+            )
+            for key in chunk:
+                events.extend(self._evaluate_subject(reader, key, now))
         for gone in self._known - set(keys):
             self.history.forget(gone)
             self.changes.forget(gone)
