@@ -148,3 +148,12 @@ def test_a_carried_baseline_goes_only_when_its_own_is_asked_for() -> None:
     assert prepared.baseline(asked, now, WINDOW, INTERVAL, None) is not None
     assert prepared.carried(asked, now) is None
     assert prepared.carried(untouched, now) is not None
+
+
+def test_the_baselines_saved_for_a_restart_are_each_subjects_own() -> None:
+    """``export`` works them out a chunk at a time: each is the subject's lone baseline."""
+    prepared, alone, keys, now = _histories(13)  # every snapshot of a 30 s window at 10 s
+    saved = prepared.export(now, None)
+    expected = [(k, now, b) for k in keys if (b := _alone(alone, k, now)) is not None]
+    assert sorted(saved, key=lambda row: row[0]) == sorted(expected, key=lambda row: row[0])
+    assert len(saved) > 10

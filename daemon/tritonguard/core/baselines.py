@@ -241,10 +241,18 @@ class BaselineHistory:
         a chain of restarts can never make an old reference look new.
         """
         out: list[tuple[SubjectKey, float, Baseline]] = []
-        for key, shape in self._shape.items():
-            own = self.baseline(key, now, shape[0], shape[1], started)
-            if own is not None:
-                out.append((key, now, own))
+        shapes = list(self._shape.items())
+        # A chunk of subjects a numpy pass (``prepare``), as an evaluation does, so the
+        # minutely save shares the evaluation's one path to a baseline.
+        for start in range(0, len(shapes), PREPARE_CHUNK):
+            chunk = shapes[start : start + PREPARE_CHUNK]
+            self.prepare(
+                ((key, window, interval) for key, (window, interval) in chunk), now, started
+            )
+            for key, (window, interval) in chunk:
+                own = self.baseline(key, now, window, interval, started)
+                if own is not None:
+                    out.append((key, now, own))
         owned = {key for key, _, _ in out}
         for key in list(self._carried):
             if key not in owned and (base := self.carried(key, now)) is not None:
