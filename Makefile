@@ -54,9 +54,11 @@ test: venv system-deps
 	nice -n 19 $(BIN)/python -m benchmarks.run --quick > $(VENV)/bench.log 2>&1 & bench=$$!; \
 	$(BIN)/pytest -q --durations=25 -n 2 --dist loadgroup --no-loadscope-reorder; suite=$$?; \
 	wait $$checks; checked=$$?; wait $$bench; benched=$$?; \
+	echo "--- the tests whose fault is other work on the node, alone on it:"; \
+	$(BIN)/pytest -q -n 0 -m node_exclusive -s; alone=$$?; \
 	echo "--- mypy and lint-imports:"; cat $(VENV)/type-check.log; \
 	echo "--- make bench (beside the suite, so its numbers are not judged):"; cat $(VENV)/bench.log; \
-	test $$suite -eq 0 && test $$checked -eq 0 && test $$benched -eq 0
+	test $$suite -eq 0 && test $$alone -eq 0 && test $$checked -eq 0 && test $$benched -eq 0
 
 # The main job: a local Triton, the daemon against it, faults injected one after another.
 demo: venv system-deps

@@ -30,8 +30,8 @@ MAX_DELAY_S = 60.0
 # server is held to its 1-core quota as CFS would hold it (LabExporters enforces it), so it
 # queues without taking the node. node_contention needs other work saturating the node,
 # which would slow the other worker's tests and every Triton of the run, and on a node the
-# suite already keeps busy its busy share cannot rise (node_contention.busier): it is
-# measured with `tritonguard.lab.detect_live`. memory_copy's 12 MB inputs failed unsent in
+# suite already keeps busy its busy share cannot rise (node_contention.busier): it runs
+# alone after the suite (test_diagnosis_contention.py). memory_copy's 12 MB inputs failed unsent in
 # the suite until pyproject.toml let aiohttp's large-body ResourceWarning through
 # (docs/detection.md, "End-to-end tests").
 MORE_FAULTS = ("too_many_instances", "model_reload", "memory_copy", "cpu_bottleneck")
