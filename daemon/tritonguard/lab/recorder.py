@@ -29,6 +29,7 @@ KEEP_PREFIXES: tuple[str, ...] = (
     "DCGM_FI_",
     "container_cpu_",
     "container_spec_cpu_",
+    "container_pressure_cpu_waiting_seconds_total",
     "kube_pod_info",
     "node_cpu_seconds_total",
     "node_load1",
