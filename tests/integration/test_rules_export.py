@@ -338,6 +338,30 @@ def test_a_new_version_slower_throughout_is_not_a_cold_start(tmp_path: Path) -> 
     assert "cold_start" not in fired(run.output), run.output[-2000:]
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("node_contention_full_p", {"node_contention"}), ("healthy_more_instances_full_p", set())],
+)
+def test_the_rules_read_cpu_pressure_on_a_full_node_as_the_engine_does(
+    tmp_path: Path, name: str, expected: set[str]
+) -> None:
+    """On a node full before the onset, Triton's CPU pressure names the neighbour in the rules too.
+
+    The node's busy share was 1.0 before and after the hog started, so only the time Triton's
+    threads waited for a CPU (0.13 -> 0.8 of the time) shows it; the engine names
+    node_contention at +20 s. Raising the instances in place on the same full node fires
+    nothing.
+    """
+    pressure = TRACES.parent / "traces_v2" / "pressure"
+    case = load_case(name, directory=pressure)
+    [test] = write_cases(tmp_path, [case], lambda _: None)
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    got = fired(run.output)
+    assert set(got) == expected, run.output[-2000:]
+    for cause in expected:
+        assert case.onset_s <= got[cause] <= case.deadline_s, run.output[-2000:]
+
+
 # The labels of the one model the synthetic rules tests write (``triton_model``).
 SUBJECT = '{namespace="prod", pod="triton-0", model="resnet"}'
 

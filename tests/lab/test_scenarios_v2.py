@@ -21,6 +21,10 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_5_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
+    PRESSURE,
+    PRESSURE_HELD_OUT,
+    PRESSURE_HELD_OUT_SCENARIOS,
+    PRESSURE_SCENARIOS,
     SCENARIOS_V2,
     TUNING,
     TUNING_SCENARIOS,
@@ -36,6 +40,8 @@ DIR_PART = {
     "held_out_3": HELD_OUT_3,
     "held_out_4": HELD_OUT_4,
     "held_out_5": HELD_OUT_5,
+    "pressure": PRESSURE,
+    "pressure_held_out": PRESSURE_HELD_OUT,
 }
 LABEL_FILES = sorted(TRACES_V2.glob("*/*.labels.json"))
 # Recorded before its generator dropped the conversion pass (see its comment in scenarios_v2):
@@ -45,13 +51,23 @@ STALE = {"memory_copy_vision_t"}
 
 def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
     """Every part is selectable by name, and no scenario is in two parts."""
-    assert set(PARTS) == {TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4, HELD_OUT_5}
+    assert set(PARTS) == {
+        TUNING,
+        HELD_OUT,
+        HELD_OUT_3,
+        HELD_OUT_4,
+        HELD_OUT_5,
+        PRESSURE,
+        PRESSURE_HELD_OUT,
+    }
     sizes = [
         len(TUNING_SCENARIOS),
         len(HELD_OUT_SCENARIOS),
         len(HELD_OUT_3_SCENARIOS),
         len(HELD_OUT_4_SCENARIOS),
         len(HELD_OUT_5_SCENARIOS),
+        len(PRESSURE_SCENARIOS),
+        len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
     assert len(SCENARIOS_V2) == sum(sizes)
     for part, scenarios in PARTS.items():
@@ -115,6 +131,17 @@ LATE_SCENARIOS = [
 ]
 
 
+def test_the_pressure_parts_run_every_scenario_on_a_node_already_full() -> None:
+    """A background hog of the whole node's worth runs before the onset in every pressure trace.
+
+    That is what the parts are for: a node whose busy share has no room to rise, where only
+    Triton's CPU pressure can show a neighbour.
+    """
+    for scenario in [*PRESSURE_SCENARIOS.values(), *PRESSURE_HELD_OUT_SCENARIOS.values()]:
+        hog = scenario.background_hog
+        assert hog is not None and hog.workers >= 2, scenario.name
+
+
 def test_the_fifth_held_out_part_tests_too_many_instances_in_earnest() -> None:
     """Two ``_h5`` too_many_instances: one instance becomes several, each switch as dear as a run.
 
@@ -159,7 +186,7 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
     assert (scenario.background_hog is None) == (hog is None)
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5])
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, PRESSURE_HELD_OUT])
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
     others = {m.name for p, ss in PARTS.items() if p != part for s in ss.values() for m in s.models}
@@ -167,7 +194,7 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
     assert not new & others
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5])
+@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, PRESSURE, PRESSURE_HELD_OUT])
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -345,6 +345,53 @@ def test_node_contention_quiet_when_the_node_was_saturated_all_along() -> None:
     assert "node_contention" not in causes(run_engine(series, interval=IV))
 
 
+def _waiting(series: dict[str, str], share: list[tuple[float, int]]) -> None:
+    # cgroup CPU pressure: seconds a scrape in which a Triton thread waited for a CPU.
+    sel = 'namespace="prod",pod="triton-0",container="triton"'
+    series[f"container_pressure_cpu_waiting_seconds_total{{{sel}}}"] = notation(
+        [(w * IV, n) for w, n in share]
+    )
+
+
+@pytest.mark.parametrize(
+    ("waiting_after", "own_after", "opens"),
+    [(0.55, 1.0, True), (0.25, 1.0, False), (0.55, 2.4, False)],
+)
+def test_node_contention_on_a_full_node_shows_in_tritons_cpu_pressure(
+    waiting_after: float, own_after: float, opens: bool
+) -> None:
+    """On a node at 97 % before and after, Triton's threads waiting for a CPU name the neighbour.
+
+    The node's busy share has no room to rise, so it says nothing; the time Triton's threads
+    wait for a CPU does. Up from 0.2 to 0.55 of the time at steady load and Triton CPU it opens
+    node_contention; up only to 0.25 (under the rise bar) it does not, and nor does a rise
+    that comes with Triton's own CPU up 2.4x (its own work waits on itself).
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (own_after, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.97, BASE_N), (0.97, 24)])
+    _waiting(series, [(0.2, BASE_N), (waiting_after, 24)])
+    events = run_engine(series, interval=IV)
+    if opens:
+        assert_detected(events, "node_contention")
+    else:
+        assert "node_contention" not in causes(events)
+
+
+def test_node_contention_reads_cpu_pressure_without_node_exporter() -> None:
+    """Without node-exporter, Triton's CPU pressure rising at steady load and CPU is the evidence."""
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=20, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (1.0, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _waiting(series, [(0.05, BASE_N), (0.5, 24)])
+    assert_detected(run_engine(series, interval=IV), "node_contention")
+
+
 @pytest.mark.parametrize(("own_after", "opens"), [(0.5, True), (1.2, False)])
 def test_node_contention_credits_a_busier_node_only_when_the_work_is_not_tritons(
     own_after: float, opens: bool

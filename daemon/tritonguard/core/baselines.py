@@ -36,6 +36,7 @@ BASELINE_FEATURES: tuple[str, ...] = (
     "pcie_tx_bps",
     "ingress_rate",
     "node_cpu_busy",
+    "cpu_waiting_share",
     "cpu_host_util",
     "scrape_latency_us",
     "scrape_queue_us",

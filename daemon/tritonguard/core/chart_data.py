@@ -247,6 +247,13 @@ SIGNALS: dict[str, Signal] = {
         _base("node_cpu_busy", scale=100.0),
         "healthy",
     ),
+    "cpu_waiting_share": Signal(
+        lambda f: f.cpu_waiting_share,
+        "Triton waiting for a CPU (cgroup CPU pressure)",
+        "%",
+        _base("cpu_waiting_share", scale=100.0),
+        "healthy",
+    ),
     "triton_cpu_vs_baseline": Signal(
         lambda f: f.container_cpu_cores,
         "Triton container CPU (cores)",

@@ -130,6 +130,10 @@ class FeatureSet:
     cpu_quota_cores: float | None = None
     container_cpu_saturation: float | None = None
     throttled_ratio: float | None = None
+    # cgroup CPU pressure ("some"): the share of the window in which at least one of Triton's
+    # threads was runnable and waited for a CPU (kubelet's PSI metrics). Unlike the node's
+    # busy share it can still rise on a node that is already full.
+    cpu_waiting_share: float | None = None
     node_cpu_busy: float | None = None
     ingress_rate: float | None = None
     ingress_timeout_rate: float | None = None
@@ -186,6 +190,7 @@ HISTOGRAM_LATENCIES: tuple[tuple[str, float], ...] = (
 QUEUE_HISTOGRAM = "nv_inference_queue_duration_histogram_us_bucket"
 # node-exporter's CPU seconds by mode: the node's busy share.
 NODE_CPU = "node_cpu_seconds_total"
+CPU_WAITING = "container_pressure_cpu_waiting_seconds_total"
 
 
 class FeatureReader:
@@ -462,6 +467,7 @@ class FeatureReader:
             f.cpu_quota_cores,
             f.container_cpu_saturation,
             f.throttled_ratio,
+            f.cpu_waiting_share,
             f.node_cpu_busy,
         ) = shared
 
@@ -520,6 +526,7 @@ class FeatureReader:
         )
         if periods and throttled:
             throttled_ratio = _div(throttled[0], periods[0])
+        waiting = self.rate(self.pod_series(CPU_WAITING, ns, pod, real_container), start, end)
         node_busy = self._node_cpu_busy(ns, pod, start, end)
         return (
             gpu_util,
@@ -530,6 +537,7 @@ class FeatureReader:
             quota_cores,
             saturation,
             throttled_ratio,
+            waiting,
             node_busy,
         )
 
@@ -601,8 +609,9 @@ class FeatureReader:
 
 
 # A pod's exporter signals: GPU util, PCIe RX and TX, host CPU, container CPU cores, quota
-# cores, CPU saturation, throttled ratio, node CPU busy.
+# cores, CPU saturation, throttled ratio, CPU waiting share, node CPU busy.
 _PodSignals = tuple[
+    float | None,
     float | None,
     float | None,
     float | None,

@@ -62,6 +62,8 @@ LABELS: dict[str, str] = {
     "spike_period_cv": "Spread of spike spacing",
     "reload_events": "Reload signs",
     "node_cpu_busy": "Node CPU busy",
+    "cpu_waiting_share": "Triton waiting for a CPU",
+    "before_cpu_waiting_share": "Triton waiting for a CPU before the shift",
     "triton_cpu_vs_baseline": "Triton CPU vs healthy",
     "hpa_lag": "HPA desired − current",
     "triton_canceled_share": "Cancelled in Triton",

@@ -42,6 +42,7 @@ CONSUMED_PREFIXES: tuple[str, ...] = (
     "container_cpu_cfs_throttled_periods_total",
     "container_spec_cpu_quota",
     "container_spec_cpu_period",
+    "container_pressure_cpu_waiting_seconds_total",
     "node_cpu_seconds_total",
     "kube_horizontalpodautoscaler_status_desired_replicas",
     "kube_horizontalpodautoscaler_status_current_replicas",

@@ -85,6 +85,7 @@ CAUSE_EVIDENCE: dict[str, tuple[tuple[str, float], ...]] = {
     "node_contention": (
         ("compute_per_inference_us", 1.0),
         ("node_cpu_busy", 0.35),
+        ("cpu_waiting_share", 0.35),
         ("throttled_ratio", 0.1),
     ),
     "retry_storm": (

@@ -84,6 +84,7 @@ BASELINE_FEATURES: tuple[str, ...] = (
     "pcie_tx_bps",
     "ingress_rate",
     "node_cpu_busy",
+    "cpu_waiting_share",
     "cpu_host_util",
     "scrape_latency_us",
     "scrape_queue_us",
@@ -121,6 +122,7 @@ CONSUMED_METRICS: frozenset[str] = frozenset(
         "container_cpu_cfs_throttled_periods_total",
         "container_spec_cpu_quota",
         "container_spec_cpu_period",
+        "container_pressure_cpu_waiting_seconds_total",
         "node_cpu_seconds_total",
         "kube_pod_info",
         "kube_pod_container_status_restarts_total",
@@ -770,6 +772,8 @@ class _Builder:
         self.feature(
             "throttled_ratio", to_subjects(f"{throttled} / on (namespace, pod) ({periods} > 0)")
         )
+        waiting = by_pod(containers("container_pressure_cpu_waiting_seconds_total", rate="window"))
+        self.feature("cpu_waiting_share", to_subjects(waiting))
         self.feature("node_cpu_busy", to_subjects(self._node_busy()))
         self._ingress()
 
@@ -1465,22 +1469,32 @@ class _Builder:
             f"({node} >= {num(t.cpu_saturated)} or ({node} - {_base('node_cpu_busy')}) >= {rise}) "
             f"unless on ({BY}) ({_base('node_cpu_busy')} >= {num(t.cpu_saturated)})"
         )
+        # Triton's threads wait for a CPU more than when healthy: other work on a node its
+        # busy share cannot show (already full). Against the baseline only; the engine also
+        # reads the window before the shift.
+        wait, wait_base = f("cpu_waiting_share"), _base("cpu_waiting_share")
+        waited = (
+            f"({wait} - {wait_base}) >= {num(t.cpu_wait_rise)} and on ({BY}) "
+            f"({wait} >= {num(t.shift_floor)} * {wait_base})"
+        )
+        up = f"(({node_up}) or ({waited}))"
         host_up = (
-            f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= {rise}) unless on ({BY}) {node}"
+            f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= {rise}) "
+            f"unless on ({BY}) ({node} or ({waited}))"
         )
         # Triton's own CPU up by more than the load moves it: the node's rise is Triton's
         # own work (a model loading, a neighbour model), no sign of other work.
         own_work = f"{own} > {num(1 + t.load_steady_tolerance)}"
         score = score_of(
             0.4,
-            (0.25, f"({node_up}) unless on ({BY}) ({own_work})"),
+            (0.25, f"{up} unless on ({BY}) ({own_work})"),
             # The node got busier but not because of Triton.
             (
                 0.1,
-                f"({node_up}) and on ({BY}) (({SUBJECTS} unless on ({BY}) {own}) "
+                f"{up} and on ({BY}) (({SUBJECTS} unless on ({BY}) {own}) "
                 f"or {own} <= {num(t.contention_own_cpu)})",
             ),
-            (-0.15, f"{node} unless on ({BY}) ({node_up})"),
+            (-0.15, f"{node} unless on ({BY}) {up}"),
             (0.2, f"({host_up}) unless on ({BY}) ({own_work})"),
             (0.1, f"{f('throttled_ratio')} >= {num(t.throttled_high)}"),
         )

@@ -245,6 +245,19 @@ class Thresholds(BaseModel):
             "baselines."
         ),
     )
+    cpu_wait_rise: float = Field(
+        0.1,
+        description=(
+            "node_contention on a node its busy share cannot show (already full): Triton's "
+            "cgroup CPU pressure (the share of time a thread of it waited for a CPU) up by "
+            "this much against both the baseline and the window before the shift, and by "
+            "shift_floor of each. At the compute_inflation bar (1.4x) a CPU-bound execution "
+            "spends at least 1 - 1/1.4 = 0.29 of its span waiting, so a model whose "
+            "executions are in flight a third of the time or more waits about 0.1 of the "
+            "wall time more; the shift_floor factor keeps a node whose threads already "
+            "waited much from crediting its noise."
+        ),
+    )
     load_increase: float = Field(
         1.25,
         description=(

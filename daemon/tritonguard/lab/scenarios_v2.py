@@ -17,6 +17,8 @@ LOCK = "{lock}"
 DEADLINE_S = 60.0
 TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4 = "tuning", "held_out", "held_out_3", "held_out_4"
 HELD_OUT_5 = "held_out_5"
+PRESSURE = "pressure"
+PRESSURE_HELD_OUT = "pressure_held_out"
 
 
 def fault_phase_s(interval: float) -> float:
@@ -91,9 +93,14 @@ def _part(name: str) -> str:
         return HELD_OUT_4
     if name.endswith("_h5"):
         return HELD_OUT_5
+    if name.endswith("_p"):
+        return PRESSURE
+    if name.endswith("_ph"):
+        return PRESSURE_HELD_OUT
     raise ValueError(
         f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3, _h4 or _h5 (the "
-        "third, fourth and fifth held-out parts)"
+        "third, fourth and fifth held-out parts), _p (CPU pressure on a full node) or _ph "
+        "(its held-out part)"
     )
 
 
@@ -2472,24 +2479,126 @@ def _held_out_5() -> tuple[Scenario, ...]:
     )
 
 
+def _pressure() -> tuple[Scenario, ...]:
+    # A node already full before the onset (a background hog of the whole node's worth),
+    # where the node's busy share has no room to rise: what shows a neighbour there is the
+    # time Triton's threads wait for a CPU, cgroup CPU pressure. Two contention faults and
+    # two controls whose own work makes Triton wait more (more instances on the full node,
+    # traffic growing past a CPU quota). The first fault and the first control are for
+    # tuning; the second of each is replayed only once the thresholds are set.
+    return (
+        contention(
+            "node_contention_full_p",
+            "doc-layout",
+            Rec(5, hog=TWO),
+            workers=3,
+            nice=-10,
+            rate=20,
+            accel_ms=5,
+            cpu_mb=10,
+            cpu_mb_per_item=5,
+            namespace="docs",
+            seed=601,
+        ),
+        more_instances(
+            "healthy_more_instances_full_p",
+            "topic-tagger",
+            Rec(5, hog=TWO),
+            accel_ms=20,
+            per_item_ms=1,
+            before=1,
+            after=3,
+            rate=30,
+            namespace="nlp",
+            seed=621,
+        ),
+        contention(
+            "node_contention_full_fast_p",
+            "lang-detect",
+            Rec(2, hog=TWO),
+            workers=2,
+            nice=-10,
+            rate=40,
+            accel_ms=3,
+            cpu_mb=4,
+            instances=3,
+            max_batch=8,
+            namespace="text",
+            seed=611,
+        ),
+        cpu_step(
+            "cpu_bottleneck_full_p",
+            "frame-resize",
+            Rec(5, hog=TWO),
+            instances=4,
+            cpu_mb_per_item=20,
+            accel_ms=3,
+            base_rate=10,
+            fault_rate=60,
+            quota=1.0,
+        ),
+    )
+
+
+def _pressure_held_out() -> tuple[Scenario, ...]:
+    # Recorded after the CPU-pressure evidence and the load-fall rule were set on the part
+    # above (whose four traces all shaped them), and replayed once: a slower model at 10 s
+    # scrapes without summaries, and traffic falling at night on a full node, where batches
+    # shrink and compute per inference rises with no contention at all.
+    return (
+        contention(
+            "node_contention_full_slow_ph",
+            "invoice-ocr",
+            Rec(10, summaries=False, hog=TWO),
+            workers=3,
+            nice=-8,
+            rate=8,
+            accel_ms=40,
+            cpu_mb=20,
+            cpu_mb_per_item=5,
+            namespace="finance",
+            seed=631,
+        ),
+        night(
+            "healthy_night_full_ph",
+            "passage-embed",
+            Rec(5, hog=TWO),
+            accel_ms=10,
+            per_item_ms=1,
+            instances=2,
+            start=60,
+            end=12,
+            namespace="search",
+            seed=641,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
 HELD_OUT_4_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_4()}
 HELD_OUT_5_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_5()}
+PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
+PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
     TUNING: TUNING_SCENARIOS,
     HELD_OUT: HELD_OUT_SCENARIOS,
     HELD_OUT_3: HELD_OUT_3_SCENARIOS,
     HELD_OUT_4: HELD_OUT_4_SCENARIOS,
     HELD_OUT_5: HELD_OUT_5_SCENARIOS,
+    PRESSURE: PRESSURE_SCENARIOS,
+    PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3``, ``_h4`` and ``_h5`` the third, fourth and fifth held-out parts).
+# ``_h3``, ``_h4`` and ``_h5`` the third, fourth and fifth held-out parts, ``_p`` the
+# CPU-pressure part and ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
     **HELD_OUT_SCENARIOS,
     **HELD_OUT_3_SCENARIOS,
     **HELD_OUT_4_SCENARIOS,
     **HELD_OUT_5_SCENARIOS,
+    **PRESSURE_SCENARIOS,
+    **PRESSURE_HELD_OUT_SCENARIOS,
 }

@@ -17,6 +17,8 @@ WEIGHTS = {
     "load_vs_baseline": GATE,
     "node_cpu_busy": 0.35,
     "before_node_cpu_busy": 0.3,
+    "cpu_waiting_share": 0.35,
+    "before_cpu_waiting_share": 0.3,
     "host_cpu": 0.2,
     "triton_cpu_vs_baseline": 0.1,
     "throttled_ratio": 0.1,
@@ -25,18 +27,44 @@ WEIGHTS = {
 
 
 def check(ctx: Context) -> Finding | None:
-    """Compute inflates at steady load and unchanged concurrency while the node is busy elsewhere."""
+    """Compute inflates at no more load and unchanged concurrency while the node is busy elsewhere."""
     f, t, b = ctx.features, ctx.thresholds, ctx.baseline
     if not ctx.symptom.sustained or b is None:
         return None
     infl = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
     if infl is None or infl < t.compute_inflation:
         return None
+    before = ctx.before
+    if before is not None:
+        healthy_then = b.ratio("compute_per_inference_us", before.compute_per_inference_us)
+        if healthy_then is None or healthy_then >= t.compute_inflation:
+            # The window before the shift already held the inflation (contention that builds
+            # up slowly): what the node was doing then is part of the shift, not before it.
+            before = None
+    # On a node already full its busy share has no room to rise: other work that started
+    # there shows in the time Triton's threads wait for a CPU (cgroup CPU pressure).
+    waited = f.cpu_waiting_share is not None and waited_more(
+        f.cpu_waiting_share,
+        b.get("cpu_waiting_share"),
+        before.cpu_waiting_share if before is not None else None,
+        t,
+    )
     load = b.ratio("request_rate", f.request_rate)
-    if load is None or abs(load - 1) > t.load_steady_tolerance:
+    if load is None or load > 1 + t.load_steady_tolerance:
+        # More load than noise explains: Triton's own work may be what slowed it.
         return None
     conc = b.ratio("busy_instances", f.busy_instances, floor=0.05)
     exec_time = b.ratio("compute_per_exec_us", f.compute_per_exec_us)
+    if load < 1 - t.load_steady_tolerance and not (
+        waited and exec_time is not None and exec_time >= t.compute_inflation
+    ):
+        # Less load is no cause of slower work, but a fall has causes of its own that slow
+        # it: batches shrink (a fixed cost an execution shared among fewer inferences
+        # raises compute per inference alone), and traffic that moved to a new pod leaves
+        # this one beside that pod's warm-up. So a fall needs each execution itself slower
+        # and Triton's threads seen waiting for a CPU. (Clients on a contended node are
+        # starved with Triton, and a starved client sends less.)
+        return None
     # Busy instances are compute per execution x execution rate, so their ratio over the
     # execution time's is the execution rate's: at steady load and batching it moves no more
     # than the load may (load_steady_tolerance). More is more executions in flight than
@@ -84,13 +112,6 @@ def check(ctx: Context) -> Finding | None:
     ev["compute_vs_baseline"] = ctx.ev(infl, "ratio", "compute per inference vs baseline")
     ev["load_vs_baseline"] = ctx.ev(load, "ratio", "request rate vs baseline")
     conf = 0.4
-    before = ctx.before
-    if before is not None:
-        healthy_then = b.ratio("compute_per_inference_us", before.compute_per_inference_us)
-        if healthy_then is None or healthy_then >= t.compute_inflation:
-            # The window before the shift already held the inflation (contention that builds
-            # up slowly): what the node was doing then is part of the shift, not before it.
-            before = None
     # Contended threads wait on the run queue, which CPU usage does not count, so contention
     # leaves Triton's own CPU where the load puts it (0.8-0.9x in the recorded contention
     # traces). Up by more than the load may move it, Triton itself does more work a request
@@ -98,17 +119,27 @@ def check(ctx: Context) -> Finding | None:
     # neighbour model; its own copies), and that work is on the same node: a busier node
     # is then no sign of other work.
     own_work = own is not None and own > 1 + t.load_steady_tolerance
+    if f.cpu_waiting_share is not None:
+        ev["cpu_waiting_share"] = ctx.ev(
+            f.cpu_waiting_share,
+            "ratio",
+            "share of time a Triton thread waited for a CPU (container_pressure_cpu_waiting)",
+        )
     if f.node_cpu_busy is not None:
         before_node = before.node_cpu_busy if before is not None else None
         ev["node_cpu_busy"] = ctx.ev(
             f.node_cpu_busy, "ratio", "1 - idle share of node_cpu_seconds_total"
         )
-        if not busier(f.node_cpu_busy, b.get("node_cpu_busy"), before_node, t):
+        if not (waited or busier(f.node_cpu_busy, b.get("node_cpu_busy"), before_node, t)):
             conf -= 0.15
         elif not own_work:
             conf += 0.25
             if own is None or own <= t.contention_own_cpu:
                 conf += 0.1  # the node got busier but not because of Triton
+    elif waited and not own_work:
+        conf += 0.25
+        if own is None or own <= t.contention_own_cpu:
+            conf += 0.1
     elif f.cpu_host_util is not None:
         ev["host_cpu"] = ctx.ev(f.cpu_host_util, "ratio", "nv_cpu_utilization (host-wide)")
         before_host = before.cpu_host_util if before is not None else None
@@ -121,6 +152,13 @@ def check(ctx: Context) -> Finding | None:
             before.node_cpu_busy,
             "ratio",
             "node busy share in the window before the shift began",
+            before.window_s,
+        )
+    if before is not None and before.cpu_waiting_share is not None:
+        ev["before_cpu_waiting_share"] = ctx.ev(
+            before.cpu_waiting_share,
+            "ratio",
+            "share of time a Triton thread waited for a CPU before the shift began",
             before.window_s,
         )
     if own is not None:
@@ -143,7 +181,13 @@ def check(ctx: Context) -> Finding | None:
     summary = (
         f"Each inference takes {infl:.1f}x its baseline compute ({ms(f.compute_per_inference_us) or 0:.1f} ms) "
         "at unchanged load and concurrency"
-        + (f" while the node is {f.node_cpu_busy:.0%} busy" if f.node_cpu_busy is not None else "")
+        + (
+            f" while Triton's threads wait for a CPU {f.cpu_waiting_share:.0%} of the time"
+            if waited and f.cpu_waiting_share is not None
+            else f" while the node is {f.node_cpu_busy:.0%} busy"
+            if f.node_cpu_busy is not None
+            else ""
+        )
         + ": other work on the node is taking Triton's resources."
     )
     return Finding(CAUSE, ctx.subject, clamp(conf), summary, weigh(ev, WEIGHTS), Fix(text, snippet))
@@ -168,3 +212,14 @@ def busier(
     if reach and now >= t.cpu_saturated:
         return True
     return bool(refs) and all(now - r >= t.node_cpu_rise for r in refs)
+
+
+def waited_more(now: float, base: float | None, before: float | None, t: Thresholds) -> bool:
+    """Return whether Triton's threads wait for a CPU more since the shift, not before it.
+
+    Against both the baseline and the window before the shift began: up by ``cpu_wait_rise``
+    of the wall time and by ``shift_floor`` of each. A rise already there before the shift
+    is no part of it; with neither reference nothing shows a rise.
+    """
+    refs = [r for r in (base, before) if r is not None]
+    return bool(refs) and all(now - r >= t.cpu_wait_rise and now >= t.shift_floor * r for r in refs)
