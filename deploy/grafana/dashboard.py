@@ -219,6 +219,7 @@ def _resources_panels() -> list[Builder[dashboard.Panel]]:
         f"{_rate(f'container_cpu_cfs_throttled_periods_total{{{container}}}', 'pod')}\n"
         f"/\n{_rate(f'container_cpu_cfs_periods_total{{{container}}}', 'pod')}"
     )
+    waiting = _rate(f"container_pressure_cpu_waiting_seconds_total{{{container}}}", "pod")
     return [
         _series(
             "Instance busy (compute seconds per second)",
@@ -268,6 +269,17 @@ def _resources_panels() -> list[Builder[dashboard.Panel]]:
                 ),
             ],
         ),
+        _series(
+            "Waiting for a CPU (cgroup CPU pressure)",
+            "The kubelet's PSI metric: the share of time at least one Triton thread was "
+            "runnable but waited for a CPU. It rises when other work takes the node's CPUs "
+            "even where the node was already full and its busy share cannot rise, the "
+            "node_contention evidence on a packed node.",
+            "percentunit",
+        )
+        .max(1)
+        .min(0)
+        .with_target(_query(waiting, "{{pod}}", "A")),
     ]
 
 
