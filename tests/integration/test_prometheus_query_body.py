@@ -265,4 +265,4 @@ def test_a_poll_queries_only_the_features_an_evaluation_reads() -> None:
     assert set(source.features) <= FEATURE_FIELDS | {"symptom", "cause_confidence"}
     assert set(recorded) & FEATURE_FIELDS <= set(source.features)
     assert {"symptom", "cause_confidence"} <= set(source.features)
-    assert "pod_seen" not in source.features and len(source.features) == 43
+    assert "pod_seen" not in source.features and len(source.features) == 44
