@@ -381,6 +381,34 @@ def test_node_contention_on_a_full_node_shows_in_tritons_cpu_pressure(
         assert "node_contention" not in causes(events)
 
 
+@pytest.mark.parametrize(("waiting_after", "opens"), [(0.55, True), (0.2, False)])
+def test_node_contention_with_the_load_fallen_needs_the_threads_seen_waiting(
+    waiting_after: float, opens: bool
+) -> None:
+    """Traffic down to half while each execution got 2.2x slower: contention only with waiting.
+
+    A neighbour starves the clients on its node too, so contention's traffic often falls.
+    A fall has causes of its own (shrinking batches, traffic moving to a new pod), so it
+    passes only with Triton's threads seen waiting for a CPU more, and the summary says the
+    load fell instead of calling it unchanged.
+    """
+    series = triton_model(
+        [Phase(BASE_N, rps=20, infer_ms=20), Phase(24, rps=10, infer_ms=45, queue_ms=60)],
+        interval=IV,
+    )
+    _cpu(series, [(1.0, BASE_N), (0.6, 24)], [(0.0, BASE_N), (0.0, 24)])
+    _node(series, [(0.97, BASE_N), (0.97, 24)])
+    _waiting(series, [(0.2, BASE_N), (waiting_after, 24)])
+    events = run_engine(series, interval=IV)
+    if not opens:
+        assert "node_contention" not in causes(events)
+        return
+    assert_detected(events, "node_contention")
+    [opened] = [e for e in events if e.cause == "node_contention" and e.event == "opened"]
+    assert "of its baseline load" in opened.summary
+    assert "unchanged load" not in opened.summary
+
+
 def test_node_contention_reads_cpu_pressure_without_node_exporter() -> None:
     """Without node-exporter, Triton's CPU pressure rising at steady load and CPU is the evidence."""
     series = triton_model(

@@ -180,7 +180,12 @@ def check(ctx: Context) -> Finding | None:
     )
     summary = (
         f"Each inference takes {infl:.1f}x its baseline compute ({ms(f.compute_per_inference_us) or 0:.1f} ms) "
-        "at unchanged load and concurrency"
+        + (
+            f"at {load:.0%} of its baseline load (its clients are slowed too) and unchanged "
+            "concurrency"
+            if load < 1 - t.load_steady_tolerance
+            else "at unchanged load and concurrency"
+        )
         + (
             f" while Triton's threads wait for a CPU {f.cpu_waiting_share:.0%} of the time"
             if waited and f.cpu_waiting_share is not None
