@@ -119,6 +119,9 @@ def check(ctx: Context) -> Finding | None:
     # neighbour model; its own copies), and that work is on the same node: a busier node
     # is then no sign of other work.
     own_work = own is not None and own > 1 + t.load_steady_tolerance
+    # Other work shown (a busier node, or Triton's threads waiting more), and more certain
+    # when Triton's own CPU stayed where it was: the node got busier, but not for Triton.
+    other_work = 0.35 if own is None or own <= t.contention_own_cpu else 0.25
     if f.cpu_waiting_share is not None:
         ev["cpu_waiting_share"] = ctx.ev(
             f.cpu_waiting_share,
@@ -133,13 +136,9 @@ def check(ctx: Context) -> Finding | None:
         if not (waited or busier(f.node_cpu_busy, b.get("node_cpu_busy"), before_node, t)):
             conf -= 0.15
         elif not own_work:
-            conf += 0.25
-            if own is None or own <= t.contention_own_cpu:
-                conf += 0.1  # the node got busier but not because of Triton
+            conf += other_work
     elif waited and not own_work:
-        conf += 0.25
-        if own is None or own <= t.contention_own_cpu:
-            conf += 0.1
+        conf += other_work
     elif f.cpu_host_util is not None:
         ev["host_cpu"] = ctx.ev(f.cpu_host_util, "ratio", "nv_cpu_utilization (host-wide)")
         before_host = before.cpu_host_util if before is not None else None
@@ -147,20 +146,21 @@ def check(ctx: Context) -> Finding | None:
             f.cpu_host_util, b.get("cpu_host_util"), before_host, t, reach=False
         ):
             conf += 0.2
-    if before is not None and before.node_cpu_busy is not None:
-        ev["before_node_cpu_busy"] = ctx.ev(
-            before.node_cpu_busy,
-            "ratio",
-            "node busy share in the window before the shift began",
-            before.window_s,
-        )
-    if before is not None and before.cpu_waiting_share is not None:
-        ev["before_cpu_waiting_share"] = ctx.ev(
-            before.cpu_waiting_share,
-            "ratio",
-            "share of time a Triton thread waited for a CPU before the shift began",
-            before.window_s,
-        )
+    if before is not None:
+        for name, value, what in (
+            (
+                "before_node_cpu_busy",
+                before.node_cpu_busy,
+                "node busy share in the window before the shift began",
+            ),
+            (
+                "before_cpu_waiting_share",
+                before.cpu_waiting_share,
+                "share of time a Triton thread waited for a CPU before the shift began",
+            ),
+        ):
+            if value is not None:
+                ev[name] = ctx.ev(value, "ratio", what, before.window_s)
     if own is not None:
         ev["triton_cpu_vs_baseline"] = ctx.ev(own, "ratio", "Triton container CPU vs baseline")
     if f.throttled_ratio is not None and f.throttled_ratio >= t.throttled_high:
