@@ -158,13 +158,13 @@ class LabExporters:
         # 0.1 s period, capped at the period: exact when their waits do not overlap, an
         # upper bound when they do, as several threads waiting at once count once.
         self.cpu_waiting_s = 0.0
-        self._last_wait: float | None = None
         self.periods = 0
         self.throttled = 0
         self.gpu_util = 0.0
         self.pcie_rx = 0.0
         self.pcie_tx = 0.0
-        self._last_cpu: tuple[int, float, float] | None = None
+        # The last sample: pid, the tree's CPU seconds, wall time, its run-queue wait.
+        self._last_cpu: tuple[int, float, float, float] | None = None
         self._last_ledger: tuple[float, Ledger] | None = None
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
@@ -188,12 +188,10 @@ class LabExporters:
         wall = time.monotonic()
         queued = run_queue_wait_s(tree)
         last = self._last_cpu
-        self._last_cpu = (pid, now, wall)
-        last_wait, self._last_wait = self._last_wait, queued
+        self._last_cpu = (pid, now, wall, queued)
         if last is None or last[0] != pid:
             return
-        if last_wait is not None:
-            self.cpu_waiting_s += min(wall - last[2], max(0.0, queued - last_wait))
+        self.cpu_waiting_s += min(wall - last[2], max(0.0, queued - last[3]))
         used = max(0.0, now - last[1])
         self.cpu_usage_s += used
         if used <= 0:
@@ -224,7 +222,7 @@ class LabExporters:
         self.periods += waited
         self.throttled += waited
         # The stop is not use: the next sample measures from the resume.
-        self._last_cpu = (pid, now, time.monotonic())
+        self._last_cpu = (pid, now, time.monotonic(), queued)
 
     def sample_device(self) -> None:
         """Update GPU utilisation and PCIe rates from the stubs' ledgers since the last call."""
