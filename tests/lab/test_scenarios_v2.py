@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tritonguard.core.findings import CAUSES
 from tritonguard.lab import record
 from tritonguard.lab.scenario_runner import Scenario
 from tritonguard.lab.scenarios_v2 import (
@@ -19,6 +20,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_4_SCENARIOS,
     HELD_OUT_5,
     HELD_OUT_5_SCENARIOS,
+    HELD_OUT_6,
+    HELD_OUT_6_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     PRESSURE,
@@ -40,6 +43,7 @@ DIR_PART = {
     "held_out_3": HELD_OUT_3,
     "held_out_4": HELD_OUT_4,
     "held_out_5": HELD_OUT_5,
+    "held_out_6": HELD_OUT_6,
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
@@ -57,6 +61,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         HELD_OUT_3,
         HELD_OUT_4,
         HELD_OUT_5,
+        HELD_OUT_6,
         PRESSURE,
         PRESSURE_HELD_OUT,
     }
@@ -66,6 +71,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         len(HELD_OUT_3_SCENARIOS),
         len(HELD_OUT_4_SCENARIOS),
         len(HELD_OUT_5_SCENARIOS),
+        len(HELD_OUT_6_SCENARIOS),
         len(PRESSURE_SCENARIOS),
         len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
@@ -120,7 +126,7 @@ def test_the_fourth_held_out_cpu_bottleneck_holds_the_server_to_its_quota() -> N
     assert scenario.enforce_cpu_quota
     assert scenario.params["cpu_quota_enforced"] is True
     assert scenario.params["cpu_demand_cores"] > 1.5 * scenario.params["cpu_quota_cores"]
-    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith("_h4")]
+    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith(("_h4", "_h6"))]
     assert not any(s.enforce_cpu_quota or "cpu_quota_enforced" in s.params for s in earlier)
 
 
@@ -128,6 +134,7 @@ LATE_SCENARIOS = [
     *HELD_OUT_3_SCENARIOS.values(),
     *HELD_OUT_4_SCENARIOS.values(),
     *HELD_OUT_5_SCENARIOS.values(),
+    *HELD_OUT_6_SCENARIOS.values(),
 ]
 
 
@@ -160,6 +167,23 @@ def test_the_fifth_held_out_part_tests_too_many_instances_in_earnest() -> None:
     assert {s.summary_latencies for s in scenarios} == {True, False}
 
 
+def test_the_sixth_held_out_part_has_every_cause_at_the_goals_interval() -> None:
+    """Ten ``_h6`` scenarios, all scraped every 2 s: each of the nine causes once, one control.
+
+    The goal's median and p90 are set at a 2 s scrape; this part measures them on traces of
+    every cause that no threshold was set on, with sources missing in some and a CPU hog
+    beside some.
+    """
+    scenarios = list(HELD_OUT_6_SCENARIOS.values())
+    assert all(s.name.endswith("_h6") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    assert causes == Counter({c: 1 for c in CAUSES} | {None: 1})
+    assert {s.scrape_interval_s for s in scenarios} == {2}
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+    assert {s.exporters for s in scenarios} == {True, False}
+    assert any(s.background_hog is not None for s in scenarios)
+
+
 @pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)
 def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario) -> None:
     """Three deadlines plus a scrape each fit the fault phase, after eight healthy scrapes."""
@@ -186,7 +210,9 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
     assert (scenario.background_hog is None) == (hog is None)
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, PRESSURE_HELD_OUT])
+@pytest.mark.parametrize(
+    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, PRESSURE_HELD_OUT]
+)
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
     others = {m.name for p, ss in PARTS.items() if p != part for s in ss.values() for m in s.models}
@@ -194,7 +220,9 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
     assert not new & others
 
 
-@pytest.mark.parametrize("part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, PRESSURE, PRESSURE_HELD_OUT])
+@pytest.mark.parametrize(
+    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, PRESSURE, PRESSURE_HELD_OUT]
+)
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

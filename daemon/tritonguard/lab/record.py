@@ -1,9 +1,9 @@
 """Record lab scenarios into trace fixtures: ``python -m tritonguard.lab.record --out DIR``.
 
 ``--set v1`` (default) is ``scenarios.SCENARIOS``; ``--set v2`` is one part of
-``scenarios_v2``: ``--part tuning`` (default), or ``--part held_out``, ``held_out_3``,
-``held_out_4`` or ``held_out_5``, which are recorded only when asked for, after the engine's
-thresholds are frozen.
+``scenarios_v2``: ``--part tuning`` (default), or a held-out part (``held_out``,
+``held_out_3`` to ``held_out_6``, ``pressure_held_out``), recorded only when asked for, after
+the engine's thresholds are frozen.
 """
 
 from __future__ import annotations

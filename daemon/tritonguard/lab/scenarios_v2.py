@@ -17,6 +17,7 @@ LOCK = "{lock}"
 DEADLINE_S = 60.0
 TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4 = "tuning", "held_out", "held_out_3", "held_out_4"
 HELD_OUT_5 = "held_out_5"
+HELD_OUT_6 = "held_out_6"
 PRESSURE = "pressure"
 PRESSURE_HELD_OUT = "pressure_held_out"
 
@@ -93,14 +94,15 @@ def _part(name: str) -> str:
         return HELD_OUT_4
     if name.endswith("_h5"):
         return HELD_OUT_5
+    if name.endswith("_h6"):
+        return HELD_OUT_6
     if name.endswith("_p"):
         return PRESSURE
     if name.endswith("_ph"):
         return PRESSURE_HELD_OUT
     raise ValueError(
-        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3, _h4 or _h5 (the "
-        "third, fourth and fifth held-out parts), _p (CPU pressure on a full node) or _ph "
-        "(its held-out part)"
+        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h6 (the third "
+        "to sixth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
     )
 
 
@@ -2574,11 +2576,168 @@ def _pressure_held_out() -> tuple[Scenario, ...]:
     )
 
 
+def _held_out_6() -> tuple[Scenario, ...]:
+    # Recorded on 2026-12-07 with the engine frozen at its CPU-pressure change, to measure the
+    # goal where it is set: every one of the nine causes, and a healthy control, at a 2 s
+    # scrape. Models, compute (2 to 40 ms per execution), rates (10 to 60/s), instance
+    # counts, hogs and missing sources unlike any earlier part; a pod joining a scale-out,
+    # a server of three models, a reload period of 15 s (the field guide's example).
+    return (
+        batching_delay(
+            "batching_delay_h6",
+            "sku-match",
+            Rec(2, summaries=False),
+            accel_ms=3,
+            per_item_ms=0.2,
+            rate=25,
+            delay_us=80_000,
+            max_batch=32,
+            instances=1,
+            burstiness=3,
+            namespace="retail",
+            seed=6111,
+        ),
+        too_few_deploy(
+            "too_few_instances_h6",
+            "gait-track",
+            Rec(2, hog=LIGHT_ONE),
+            accel_ms=22,
+            before=3,
+            after=1,
+            rate=60,
+            namespace="fitness",
+            seed=6121,
+        ),
+        too_many(
+            "too_many_instances_h6",
+            "style-transfer",
+            Rec(2, ingress=False),
+            before=1,
+            after=3,
+            rate=30,
+            accel_ms=10,
+            per_item_ms=1,
+            switch_ms=9,
+            namespace="camera",
+            seed=6131,
+        ),
+        scale_out(
+            "cold_start_h6",
+            "review-sentiment",
+            Rec(2, summaries=False),
+            warmup=False,
+            accel_ms=6,
+            per_item_ms=0.5,
+            instances=2,
+            rate=40,
+            cold_execs=6,
+            cold_ms=1200,
+            decay=0.65,
+            namespace="reviews",
+            seed=6141,
+        ),
+        cpu_step(
+            "cpu_bottleneck_h6",
+            "receipt-crop",
+            Rec(2),
+            instances=3,
+            cpu_mb_per_item=25,
+            accel_ms=2,
+            base_rate=10,
+            fault_rate=65,
+            quota=0.6,
+            namespace="expenses",
+            seed=6151,
+            enforce=True,
+        ),
+        memory_copy(
+            "memory_copy_h6",
+            "xray-enhance",
+            Rec(2, exporters=False),
+            accel_ms=6,
+            rate=15,
+            small=49_152,
+            large=3_000_000,
+            copy_passes=0,
+            pod="triton-radiology-0",
+            namespace="radiology",
+            bystanders=(
+                _by("xray-triage", 4, 20, 6162),
+                _by("report-draft", 40, 3, 6163, instances=2),
+            ),
+            seed=6161,
+        ),
+        reload_poll(
+            "model_reload_h6",
+            "fare-predict",
+            Rec(2),
+            poll=2,
+            every_s=15,
+            atomic=True,
+            rate=25,
+            accel_ms=4,
+            per_item_ms=0.3,
+            instances=2,
+            init_ms=700,
+            cold_execs=6,
+            cold_ms=250,
+            namespace="mobility",
+            seed=6171,
+        ),
+        contention(
+            "node_contention_h6",
+            "kyc-face",
+            Rec(2, summaries=False),
+            workers=3,
+            nice=-8,
+            rate=30,
+            accel_ms=2,
+            cpu_mb=6,
+            instances=2,
+            namespace="identity",
+            seed=6181,
+        ),
+        retry_storm(
+            "retry_storm_h6",
+            "addr-normalize",
+            Rec(2, exporters=False),
+            accel_ms=25,
+            instances=2,
+            base_rate=40,
+            burst_rate=120,
+            burst_s=6,
+            after_rate=45,
+            timeout_s=0.4,
+            ingress_timeout_s=0.35,
+            retries=3,
+            namespace="logistics",
+            seed=6191,
+        ),
+        steady(
+            "healthy_steady_h6",
+            "menu-rank",
+            Rec(2, hog=LIGHT_THREE),
+            accel_ms=10,
+            per_item_ms=1,
+            instances=2,
+            rate=25,
+            pod="triton-food-0",
+            namespace="food",
+            bystanders=(
+                _by("dish-photo", 15, 6, 6202, instances=2),
+                _by("eta-model", 2, 30, 6203, max_batch=16),
+            ),
+            seed=6201,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
 HELD_OUT_4_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_4()}
 HELD_OUT_5_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_5()}
+HELD_OUT_6_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_6()}
 PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
 PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
@@ -2587,18 +2746,20 @@ PARTS: dict[str, dict[str, Scenario]] = {
     HELD_OUT_3: HELD_OUT_3_SCENARIOS,
     HELD_OUT_4: HELD_OUT_4_SCENARIOS,
     HELD_OUT_5: HELD_OUT_5_SCENARIOS,
+    HELD_OUT_6: HELD_OUT_6_SCENARIOS,
     PRESSURE: PRESSURE_SCENARIOS,
     PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3``, ``_h4`` and ``_h5`` the third, fourth and fifth held-out parts, ``_p`` the
-# CPU-pressure part and ``_ph`` its held-out part).
+# ``_h3`` to ``_h6`` the third to sixth held-out parts, ``_p`` the CPU-pressure part and
+# ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
     **HELD_OUT_SCENARIOS,
     **HELD_OUT_3_SCENARIOS,
     **HELD_OUT_4_SCENARIOS,
     **HELD_OUT_5_SCENARIOS,
+    **HELD_OUT_6_SCENARIOS,
     **PRESSURE_SCENARIOS,
     **PRESSURE_HELD_OUT_SCENARIOS,
 }
