@@ -76,6 +76,8 @@ class Score:
     verdict: str  # right | wrong | silent | false-alarm
     got: str | None
     delay_s: float | None
+    # The recording's own scrape interval, whatever the variant resampled it to.
+    interval_s: float = 0.0
 
     def line(self) -> str:
         """Return the table row."""
@@ -105,20 +107,21 @@ def score(
         events.extend(evs)
     model, cause = label["model"], label.get("cause")
     onset = float(label.get("onset") or 0.0)
+    interval = float(label.get("scrape_interval_s") or 0.0)
     opened = [e for e in events if e.event == "opened" and e.subject.model == model]
     if cause is None:
         verdict = "false-alarm" if opened else "right"
         first = opened[0] if opened else None
-        return Score(name, variant, None, verdict, first.cause if first else None, None)
+        return Score(name, variant, None, verdict, first.cause if first else None, None, interval)
     if not opened:
-        return Score(name, variant, cause, "silent", None, None)
+        return Score(name, variant, cause, "silent", None, None, interval)
     first = opened[0]
     if first.cause != cause or first.at < onset:
-        return Score(name, variant, cause, "wrong", first.cause, first.at - onset)
-    interval = float(label.get("scrape_interval_s") or 0.0)
+        return Score(name, variant, cause, "wrong", first.cause, first.at - onset, interval)
     stretched = {"10s": 10.0, "15s": 15.0, "30s": 30.0}.get(variant, interval)
     late = first.at - onset > DEADLINE_S + max(interval, stretched)
-    return Score(name, variant, cause, "late" if late else "right", first.cause, first.at - onset)
+    verdict = "late" if late else "right"
+    return Score(name, variant, cause, verdict, first.cause, first.at - onset, interval)
 
 
 def traces(directories: Iterable[Path]) -> list[tuple[str, Path]]:
@@ -130,6 +133,18 @@ def traces(directories: Iterable[Path]) -> list[tuple[str, Path]]:
     return out
 
 
+def _delays(scores: list[Score]) -> tuple[float | None, float | None]:
+    """Return the median and the nearest-rank p90 of the right diagnoses' delays."""
+    delays = sorted(s.delay_s for s in scores if s.verdict == "right" and s.delay_s is not None)
+    if not delays:
+        return None, None
+    return statistics.median(delays), delays[min(len(delays) - 1, int(0.9 * len(delays)))]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}s"
+
+
 def summary(scores: list[Score]) -> str:
     """Return counts and delay percentiles of the right diagnoses, per variant."""
     lines = []
@@ -139,16 +154,43 @@ def summary(scores: list[Score]) -> str:
             v: sum(1 for s in mine if s.verdict == v) for v in ("right", "late", "wrong", "silent")
         }
         alarms = sum(1 for s in mine if s.verdict == "false-alarm")
-        delays = sorted(s.delay_s for s in mine if s.verdict == "right" and s.delay_s is not None)
-        med = statistics.median(delays) if delays else None
-        p90 = delays[min(len(delays) - 1, int(0.9 * len(delays)))] if delays else None
+        med, p90 = _delays(mine)
         lines.append(
             f"{variant}: {counts['right']}/{len(mine)} right, {counts['late']} late, "
             f"{counts['wrong']} wrong, "
             f"{counts['silent']} silent, {alarms} false alarms; delay median "
-            f"{'-' if med is None else f'{med:.0f}s'}, p90 {'-' if p90 is None else f'{p90:.0f}s'}"
+            f"{_seconds(med)}, p90 {_seconds(p90)}"
         )
     return "\n".join(lines)
+
+
+def by_interval(scores: list[Score]) -> str:
+    """Return the native variant's verdicts and delays per recorded scrape interval.
+
+    The goal is set per scrape interval (at 2 s: median 10 s and p90 20 s after onset), and
+    the native variant mixes every interval the traces were recorded at; this splits it.
+    "right" counts healthy traces that stayed quiet, as in the summary.
+    """
+    native = [s for s in scores if s.variant == "native"]
+    lines = [
+        "| native scrape | traces (faults) | right | late | wrong | silent | false alarms "
+        "| median delay | p90 delay |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for interval in sorted({s.interval_s for s in native}):
+        mine = [s for s in native if s.interval_s == interval]
+        count = {v: sum(1 for s in mine if s.verdict == v) for v in VERDICTS}
+        faults = sum(1 for s in mine if s.expected is not None)
+        med, p90 = _delays(mine)
+        lines.append(
+            f"| {interval:g} s | {len(mine)} ({faults}) | "
+            + " | ".join(str(count[v]) for v in VERDICTS)
+            + f" | {_seconds(med)} | {_seconds(p90)} |"
+        )
+    return "\n".join(lines)
+
+
+VERDICTS = ("right", "late", "wrong", "silent", "false-alarm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         print(s.line())
     print()
     print(summary(scores))
+    if any(s.variant == "native" for s in scores):
+        print()
+        print(by_interval(scores))
     return 0
 
 
