@@ -309,9 +309,14 @@ def _daemon_panels() -> list[Builder[dashboard.Panel]]:
     return [
         _series(
             "Open incidents by cause",
-            "tritonguard_open_incidents: both replicas diagnose, the panel shows the larger count.",
+            "tritonguard_open_incidents: both replicas diagnose, the panel shows the larger "
+            "count. 'no cause named' (tritonguard_unexplained_subjects): models with latency "
+            "up a full window and no cause held; the daemon's log names them and what it "
+            "could not read.",
             "short",
-        ).with_target(_query("max by (cause) (tritonguard_open_incidents)", "{{cause}}", "A")),
+        )
+        .with_target(_query("max by (cause) (tritonguard_open_incidents)", "{{cause}}", "A"))
+        .with_target(_query("max(tritonguard_unexplained_subjects)", "no cause named", "B")),
         _series(
             "Playbook steps by status",
             "tritonguard_actions_total: steps ran, planned (dry-run), skipped, failed, "

@@ -33,7 +33,10 @@ async def _diagnose(*args: str) -> tuple[int, str, str]:
 
 
 async def test_diagnose_explains_a_waiting_batcher(tmp_path: Path) -> None:
-    """Low traffic into a 150 ms batching window: diagnose names batching_delay and the fix."""
+    """Low traffic into a 150 ms batching window: diagnose names batching_delay and the fix.
+
+    The JSON report also lists the sources the diagnosis was made without.
+    """
     spec = ModelSpec(
         "ranker",
         max_batch_size=16,
@@ -65,6 +68,13 @@ async def test_diagnose_explains_a_waiting_batcher(tmp_path: Path) -> None:
     # Without a healthy baseline the symptom is the absolute queue time; the mechanism is clear.
     assert causes and causes[0] == "batching_delay", model
     assert "max_queue_delay_microseconds" in model["findings"][0]["fix"]["config_snippet"]
+    # Named, so not unexplained; and the report says which sources it watched without (no
+    # exporter was given: no DCGM, no cAdvisor), whatever the finding.
+    assert model["unexplained"] is None
+    missing = [m["source"] for m in model["missing_sources"]]
+    assert any(m.startswith("DCGM") for m in missing) and any(
+        m.startswith("cAdvisor") for m in missing
+    )
 
 
 async def test_diagnose_unreachable_server_exits_2() -> None:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tritonguard.core.engine import Diagnosis, Engine
 from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.unexplained import missing_sources
 from tritonguard.settings import TargetSettings
 
 if TYPE_CHECKING:
@@ -239,6 +240,19 @@ def _print_report(console: Console, engine: Engine, events: list[IncidentEvent])
                 console.print(f"    flags: {finding.fix.flags}")
         if not d.findings and not d.symptom_reasons:
             console.print(f"{d.subject.model}: healthy — no cause signature holds.")
+        elif not d.findings:
+            # Latency is up and nothing is named: say what could not be seen, not nothing.
+            console.print(
+                "  no cause signature holds"
+                + (
+                    f" (latency up for {d.unexplained.evaluations} evaluations)"
+                    if d.unexplained is not None
+                    else ""
+                )
+                + "; the engine abstains rather than guess."
+            )
+            for source, shows in missing_sources(d.features):
+                console.print(f"    not read: {source} — {shows}")
     for ev in events:
         console.print(f"[dim]incident {ev.event}: {ev.cause} on {ev.subject.model}[/dim]")
 
@@ -259,5 +273,11 @@ def _diag_json(d: Diagnosis) -> dict[str, object]:
                 "evidence": {k: v.as_dict() for k, v in f.evidence.items()},
             }
             for f in d.findings
+        ],
+        "unexplained": None
+        if d.unexplained is None
+        else {"since": d.unexplained.since, "evaluations": d.unexplained.evaluations},
+        "missing_sources": [
+            {"source": source, "shows": shows} for source, shows in missing_sources(d.features)
         ],
     }

@@ -23,6 +23,7 @@ from tritonguard.core.series_store import SeriesStore
 from tritonguard.core.signatures import SIGNATURES
 from tritonguard.core.signatures.cold_start import CAUSE as COLD_START
 from tritonguard.core.thresholds import Thresholds
+from tritonguard.core.unexplained import NamelessRuns, Unexplained
 
 # The counter whose newest point is a subject's newest Triton scrape.
 SUCCESS = "nv_inference_request_success"
@@ -64,6 +65,8 @@ class Diagnosis:
     findings: list[Finding]
     symptom_reasons: tuple[str, ...]
     recovered: bool = False
+    # Latency up a full window with no cause held, and what the engine could not read.
+    unexplained: Unexplained | None = None
 
 
 def reach_of(t: Thresholds, history_s: float = 0.0) -> Callable[[float], float]:
@@ -112,6 +115,9 @@ class Engine:
         self.last_evaluated: float | None = None
         self.evaluations = 0
         self.last_diagnoses: dict[SubjectKey, Diagnosis] = {}
+        self.nameless = NamelessRuns(self.t.hold_evaluations)
+        # The subjects the last evaluation found newly unexplained (the daemon says so once).
+        self.newly_unexplained: list[Diagnosis] = []
 
     # ---- inputs -------------------------------------------------------------------------
     def ingest(self, samples: Iterable[Sample], now: float) -> None:
@@ -337,6 +343,7 @@ class Engine:
         reader = FeatureReader(self.store, self.t, now)
         keys = reader.subjects()
         self.note_evaluation(keys, now)
+        self.newly_unexplained = []
         judged = self._judged_at
         due: list[SubjectKey] = []
         for key in keys:
@@ -364,6 +371,7 @@ class Engine:
             self.history.forget(gone)
             self.changes.forget(gone)
             self.last_diagnoses.pop(gone, None)
+            self.nameless.forget(gone)
             judged.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)
@@ -375,6 +383,7 @@ class Engine:
         derived = derive(reader, key, now, self.history, self.model_config(key), self.t)
         if derived is None:
             self.last_diagnoses.pop(key, None)
+            self.nameless.forget(key)
             return []
         ctx = derived.ctx
         ctx.config_read_at = self.changes.read_at(key)
@@ -401,9 +410,19 @@ class Engine:
             # birth span. The other causes wait until it is over.
             findings = [x for x in findings if x.cause == COLD_START]
         subject, f = ctx.subject, ctx.features
-        self.last_diagnoses[key] = Diagnosis(
-            subject, f, ctx.baseline, findings, ctx.symptom.reasons, derived.recovered
+        nameless = (
+            ctx.symptom.sustained
+            and ctx.baseline is not None
+            and not any(x.confidence >= self.t.open_confidence for x in findings)
+            and not self.book.is_open(subject)
         )
+        unexplained, newly = self.nameless.observe(key, nameless, now, f)
+        diagnosis = Diagnosis(
+            subject, f, ctx.baseline, findings, ctx.symptom.reasons, derived.recovered, unexplained
+        )
+        self.last_diagnoses[key] = diagnosis
+        if newly:
+            self.newly_unexplained.append(diagnosis)
         strong = any(x.confidence >= self.t.close_confidence for x in findings)
         healthy = (
             not ctx.symptom.up

@@ -525,6 +525,7 @@ class DaemonApp:
         self.metrics.evaluations.inc()
         self.metrics.observe_events(events)
         self.metrics.set_open_incidents(self.engine.open_incidents())
+        self.metrics.unexplained.set(self.engine.nameless.unexplained)
         self.shard_metrics.observe_subjects(self.engine.last_diagnoses)
         self._observe_memory()
         for event in events:
@@ -536,6 +537,21 @@ class DaemonApp:
                 model=event.subject.model,
                 confidence=round(event.confidence, 3),
                 summary=event.summary,
+            )
+        for seen in self.engine.newly_unexplained:
+            if seen.unexplained is None:
+                continue
+            # Once per run: the engine lists a subject only on the evaluation it qualified.
+            self._log.warning(
+                "latency up with no cause named",
+                namespace=seen.subject.namespace,
+                pod=seen.subject.pod,
+                model=seen.subject.model,
+                symptom=", ".join(seen.symptom_reasons),
+                up_for_s=round(self.clock() - seen.unexplained.since),
+                missing=seen.unexplained.missing_text() or "none: every source was read",
+                hint="no cause signature holds, so no playbook runs; `tritonguard diagnose` "
+                "shows the features, and the missing sources are the evidence some causes need",
             )
         return events
 

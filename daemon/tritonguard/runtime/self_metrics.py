@@ -131,6 +131,13 @@ class SelfMetrics:
             ["cause"],
             registry=registry,
         )
+        self.unexplained = Gauge(
+            "tritonguard_unexplained_subjects",
+            "Subjects whose latency has been up a full rate window while no cause held: the "
+            "engine abstains rather than guess. The daemon's log names each, with the sources "
+            "it could not read.",
+            registry=registry,
+        )
         self.actions = Counter(
             "tritonguard_actions_total",
             "Playbook step records, by status (ok, planned, skipped, failed, ...).",
