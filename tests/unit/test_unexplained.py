@@ -38,7 +38,11 @@ def test_a_coarse_scrape_still_needs_the_hold() -> None:
 
 
 def test_a_cause_held_or_latency_back_ends_the_run() -> None:
-    """One evaluation that is not nameless starts the count again, and the gauge falls."""
+    """One evaluation that is not nameless starts the count again, and the gauge falls.
+
+    A new run counts from its own first evaluation; forgetting a subject (gone or stale) takes
+    it out of the count once, however often it is forgotten.
+    """
     runs = NamelessRuns(hold=2)
     f = _features()
     for k in range(16):
@@ -47,6 +51,11 @@ def test_a_cause_held_or_latency_back_ends_the_run() -> None:
     assert runs.observe(KEY, False, 32.0, f) == (None, False)
     assert runs.unexplained == 0
     assert runs.observe(KEY, True, 34.0, f) == (None, False)
+    for k in range(18, 34):
+        runs.observe(KEY, True, 2.0 * k, f)
+    assert runs.unexplained == 1
+    runs.forget(KEY)
+    assert runs.unexplained == 0
     runs.forget(KEY)
     assert runs.unexplained == 0
 
@@ -54,17 +63,18 @@ def test_a_cause_held_or_latency_back_ends_the_run() -> None:
 def test_missing_sources_name_each_absent_exporter_and_what_it_shows() -> None:
     """Each source with none of its features read is named; Triton's host CPU covers the node's.
 
-    A server with only Triton's series and its host-wide CPU lacks the summaries, DCGM,
-    cAdvisor, CPU pressure and ingress counters, not node-exporter.
+    A server with only Triton's series, its host-wide CPU and its own GPU utilisation lacks
+    the summaries, DCGM (its PCIe bytes), cAdvisor, CPU pressure and ingress counters, not
+    node-exporter.
     """
-    bare = _features(cpu_host_util=0.4)
+    bare = _features(cpu_host_util=0.4, gpu_util=0.7)
     names = [source for source, _ in missing_sources(bare)]
     assert len(names) == 5
     assert not any(name.startswith("node-exporter") for name in names)
     assert any(name.startswith("DCGM") for name in names)
     full = _features(
         p99_us=9e3,
-        gpu_util=0.5,
+        pcie_rx_bps=1e9,
         container_cpu_cores=0.3,
         cpu_waiting_share=0.05,
         node_cpu_busy=0.4,
@@ -73,7 +83,11 @@ def test_missing_sources_name_each_absent_exporter_and_what_it_shows() -> None:
     assert missing_sources(full) == ()
     (pressure,) = missing_sources(
         _features(
-            p99_us=9e3, gpu_util=0.5, container_cpu_cores=0.3, node_cpu_busy=0.9, ingress_rate=1.0
+            p99_us=9e3,
+            pcie_tx_bps=1e8,
+            container_cpu_cores=0.3,
+            node_cpu_busy=0.9,
+            ingress_rate=1.0,
         )
     )
     assert "container_pressure_cpu_waiting_seconds_total" in pressure[0]

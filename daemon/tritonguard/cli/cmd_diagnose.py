@@ -240,8 +240,9 @@ def _print_report(console: Console, engine: Engine, events: list[IncidentEvent])
                 console.print(f"    flags: {finding.fix.flags}")
         if not d.findings and not d.symptom_reasons:
             console.print(f"{d.subject.model}: healthy — no cause signature holds.")
-        elif not d.findings:
+        elif not d.findings or d.unexplained is not None:
             # Latency is up and nothing is named: say what could not be seen, not nothing.
+            # Findings under the opening confidence may be listed above: none holds as a cause.
             console.print(
                 "  no cause signature holds"
                 + (

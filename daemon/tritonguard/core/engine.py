@@ -65,7 +65,7 @@ class Diagnosis:
     findings: list[Finding]
     symptom_reasons: tuple[str, ...]
     recovered: bool = False
-    # Latency up a full window with no cause held, and what the engine could not read.
+    # Set while latency stays up with no cause held, so abstaining is said rather than silent.
     unexplained: Unexplained | None = None
 
 
@@ -352,6 +352,8 @@ class Engine:
                 seen = self.last_diagnoses.get(key)
                 if seen is not None and now - newest > self.t.stale_after(seen.features.interval_s):
                     del self.last_diagnoses[key]
+                    # Stale data says nothing of its latency now: no longer counted as up.
+                    self.nameless.forget(key)
                 continue
             if newest is not None:
                 judged[key] = newest

@@ -6,21 +6,24 @@ from dataclasses import dataclass
 
 from tritonguard.core.features import FeatureSet, SubjectKey
 
-# The sources whose absence leaves some mechanism unseen: the feature each gives (None when
+# The sources whose absence leaves some mechanism unseen: the features each gives (None when
 # the source is absent), what it is, and the causes that need it. Triton's own series are
-# always there, so they are not listed; Triton's host-wide nv_cpu_utilization stands in for
-# node-exporter, so the node's CPU is missing only when neither is read.
+# always there, so they are not listed. Where Triton's own series stand in for part of a
+# source (nv_gpu_utilization for DCGM's utilisation, nv_cpu_utilization for the node's CPU),
+# the source is missing only when nothing gives what the stand-in cannot: DCGM's PCIe bytes,
+# and a CPU reading of the node at all.
 SOURCES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (
         ("p99_us",),
         "Triton latency summaries or histograms (tritonserver --metrics-config "
         "summary_latencies=true)",
-        "the p99 and the compute tail: model_reload and cold_start at coarse scrapes",
+        "the p99, and with summaries the compute tail: model_reload and cold_start at coarse "
+        "scrapes",
     ),
     (
-        ("gpu_util",),
+        ("pcie_rx_bps", "pcie_tx_bps"),
         "DCGM exporter",
-        "accelerator use and PCIe bytes: too_many_instances, memory_copy",
+        "PCIe bytes and the accelerator's use: memory_copy, too_many_instances",
     ),
     (
         ("container_cpu_cores",),
@@ -39,8 +42,8 @@ SOURCES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     ),
     (
         ("ingress_rate",),
-        "ingress counters (ingress-nginx or Envoy)",
-        "client timeouts: retry_storm",
+        "ingress-nginx counters",
+        "client timeouts (499/504): retry_storm",
     ),
 )
 
@@ -79,7 +82,8 @@ class NamelessRuns:
 
     def __init__(self, hold: int) -> None:
         self.hold = hold
-        # key -> (first evaluation of the run, evaluations in it, unexplained yet)
+        # key -> (first evaluation of the run, evaluations in it, unexplained yet); the flag
+        # keeps the count of unexplained subjects exact as runs start, qualify and end.
         self._runs: dict[SubjectKey, tuple[float, int, bool]] = {}
         self._unexplained = 0
 

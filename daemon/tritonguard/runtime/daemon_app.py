@@ -20,7 +20,7 @@ from tritonguard.clients.prometheus_query import PrometheusQueryClient
 from tritonguard.clients.triton_api import TritonClient, TritonError
 from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.config_map_changes import ConfigMapChange
-from tritonguard.core.engine import Engine
+from tritonguard.core.engine import Diagnosis, Engine
 from tritonguard.core.feature_rows import CAUSE_OF_ALERT, FeatureSnapshot
 from tritonguard.core.features import SubjectKey
 from tritonguard.core.findings import IncidentEvent, Subject
@@ -538,10 +538,19 @@ class DaemonApp:
                 confidence=round(event.confidence, 3),
                 summary=event.summary,
             )
-        for seen in self.engine.newly_unexplained:
+        self._say_unexplained(self.engine.newly_unexplained)
+        return events
+
+    def _say_unexplained(self, newly: list[Diagnosis]) -> None:
+        """Warn once per run of each subject whose latency is up with no cause named.
+
+        The engine lists a subject only on the evaluation its run qualified. A bad model on a
+        fleet of thousands would give a line per pod in one evaluation: the first few are
+        told in full, the rest counted in one line.
+        """
+        for seen in newly[:SHOWN_SUBJECTS]:
             if seen.unexplained is None:
                 continue
-            # Once per run: the engine lists a subject only on the evaluation it qualified.
             self._log.warning(
                 "latency up with no cause named",
                 namespace=seen.subject.namespace,
@@ -553,7 +562,15 @@ class DaemonApp:
                 hint="no cause signature holds, so no playbook runs; `tritonguard diagnose` "
                 "shows the features, and the missing sources are the evidence some causes need",
             )
-        return events
+        if len(newly) > SHOWN_SUBJECTS:
+            self._log.warning(
+                "latency up with no cause named on more subjects",
+                more=len(newly) - SHOWN_SUBJECTS,
+                models=sorted({f"{d.subject.namespace}/{d.subject.model}" for d in newly})[
+                    :SHOWN_SUBJECTS
+                ],
+                hint="tritonguard_unexplained_subjects counts them all",
+            )
 
     def _evaluate_now(self, now: float) -> list[IncidentEvent]:
         """Run the engine, or in the features mode judge the rules' alerts on the snapshot."""
