@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from tritonguard.core.features import FeatureReader, FeatureSet, SubjectKey
@@ -45,9 +46,13 @@ def birth_of(
     starts = [b for b in starts if now - b <= t.cold_age_s]
     if not starts:
         return None
-    born = max(starts)
+    appeared = max(starts)
+    born = first_served(succ, appeared)
     span = early_span(f)
-    end = min(now, born + span)
+    # The early window runs a span from the series' birth, as always, and at least past the
+    # first request's scrape (the window's floor, or one scrape when longer): a subject
+    # that served at once keeps its window, and one that waited for traffic gets one.
+    end = min(now, max(appeared + span, born + max(30.0, f.interval_s)))
     if end <= born:
         return None
     early = reader.compute(key, end=end, window=end - born)
@@ -59,6 +64,28 @@ def birth_of(
     latest = per_exec[-1][1]
     tail = compute_tail(reader.series("nv_inference_compute_infer_summary_us", key), born, end)
     return Birth(born, early, max(early_pts), latest, *(tail or (None, None)))
+
+
+def first_served(succ: list[Series], born: float) -> float:
+    """Return when the subject began serving: the scrape before its first request after ``born``.
+
+    A pod is Ready, and scraped, before the load balancer routes to it (a scale-out's new pod
+    waits for its endpoints; a loaded model for its clients), so its series can appear tens
+    of seconds before its first request. Its first executions, the cold ones, come with that
+    request: the early window that judges them starts there, not at the empty series' birth.
+    """
+    first: float | None = None
+    for s in succ:
+        times, values = s.times, s.values
+        i = bisect_left(times, born)
+        if i >= len(times):
+            continue
+        start = values[i]
+        for j in range(i + 1, len(times)):
+            if values[j] > start:
+                first = times[j - 1] if first is None else min(first, times[j - 1])
+                break
+    return born if first is None else max(born, first)
 
 
 def compute_tail(series: list[Series], start: float, end: float) -> tuple[float, float] | None:
