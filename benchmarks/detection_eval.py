@@ -133,6 +133,14 @@ def traces(directories: Iterable[Path]) -> list[tuple[str, Path]]:
     return out
 
 
+VERDICTS = ("right", "late", "wrong", "silent", "false-alarm")
+
+
+def _counts(scores: list[Score]) -> dict[str, int]:
+    """Return how many scores have each verdict."""
+    return {v: sum(1 for s in scores if s.verdict == v) for v in VERDICTS}
+
+
 def _delays(scores: list[Score]) -> tuple[float | None, float | None]:
     """Return the median and the nearest-rank p90 of the right diagnoses' delays."""
     delays = sorted(s.delay_s for s in scores if s.verdict == "right" and s.delay_s is not None)
@@ -150,10 +158,8 @@ def summary(scores: list[Score]) -> str:
     lines = []
     for variant in sorted({s.variant for s in scores}):
         mine = [s for s in scores if s.variant == variant]
-        counts = {
-            v: sum(1 for s in mine if s.verdict == v) for v in ("right", "late", "wrong", "silent")
-        }
-        alarms = sum(1 for s in mine if s.verdict == "false-alarm")
+        counts = _counts(mine)
+        alarms = counts["false-alarm"]
         med, p90 = _delays(mine)
         lines.append(
             f"{variant}: {counts['right']}/{len(mine)} right, {counts['late']} late, "
@@ -179,7 +185,7 @@ def by_interval(scores: list[Score]) -> str:
     ]
     for interval in sorted({s.interval_s for s in native}):
         mine = [s for s in native if s.interval_s == interval]
-        count = {v: sum(1 for s in mine if s.verdict == v) for v in VERDICTS}
+        count = _counts(mine)
         faults = sum(1 for s in mine if s.expected is not None)
         med, p90 = _delays(mine)
         lines.append(
@@ -188,9 +194,6 @@ def by_interval(scores: list[Score]) -> str:
             + f" | {_seconds(med)} | {_seconds(p90)} |"
         )
     return "\n".join(lines)
-
-
-VERDICTS = ("right", "late", "wrong", "silent", "false-alarm")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,7 +104,18 @@ def test_a_pod_that_stops_reporting_is_no_longer_counted() -> None:
 def test_a_fleet_of_notices_at_once_is_told_in_a_few_lines() -> None:
     """Twelve subjects newly unexplained in one evaluation: ten lines in full, one for the rest."""
     app = DaemonApp(Settings(listen="127.0.0.1:0"), registry=CollectorRegistry(), sources=[])
-    f = FeatureSet(window_s=30.0, interval_s=2.0, fresh=True)
+    # Every source read: the line says none was missing.
+    f = FeatureSet(
+        window_s=30.0,
+        interval_s=2.0,
+        fresh=True,
+        p99_us=9e3,
+        pcie_rx_bps=1e9,
+        container_cpu_cores=0.3,
+        cpu_waiting_share=0.05,
+        node_cpu_busy=0.4,
+        ingress_rate=20.0,
+    )
     newly = [
         Diagnosis(
             Subject("ml", "ranker", f"triton-{i}"),
@@ -112,7 +123,7 @@ def test_a_fleet_of_notices_at_once_is_told_in_a_few_lines() -> None:
             None,
             [],
             ("mean latency 2.0x baseline",),
-            unexplained=Unexplained(0.0, 16, ()),
+            unexplained=Unexplained(0.0, 16),
         )
         for i in range(12)
     ]

@@ -21,7 +21,7 @@ def test_the_report_says_no_cause_holds_and_lists_what_was_not_read() -> None:
     subject = Subject("ml", "ranker", "t-0")
     f = FeatureSet(window_s=30.0, interval_s=2.0, fresh=True, request_rate=20.0, cpu_host_util=1.0)
     engine.last_diagnoses[("ml", "t-0", "ranker")] = Diagnosis(
-        subject, f, None, [], ("mean latency 1.8x baseline",), unexplained=Unexplained(0.0, 17, ())
+        subject, f, None, [], ("mean latency 1.8x baseline",), unexplained=Unexplained(0.0, 17)
     )
     console = Console(record=True, width=200)
     _print_report(console, engine, [])
@@ -41,7 +41,7 @@ def test_a_weak_finding_does_not_hide_that_no_cause_holds() -> None:
     f = FeatureSet(window_s=30.0, interval_s=2.0, fresh=True, request_rate=20.0)
     weak = Finding("node_contention", subject, 0.25, "the node may be busy", {}, Fix("look"))
     engine.last_diagnoses[("ml", "t-0", "ranker")] = Diagnosis(
-        subject, f, None, [weak], ("p99 1.6x baseline",), unexplained=Unexplained(0.0, 20, ())
+        subject, f, None, [weak], ("p99 1.6x baseline",), unexplained=Unexplained(0.0, 20)
     )
     console = Console(record=True, width=200)
     _print_report(console, engine, [])

@@ -54,12 +54,6 @@ class Unexplained:
 
     since: float
     evaluations: int
-    # (source, what it would show) for each source the subject's features lack.
-    missing: tuple[tuple[str, str], ...]
-
-    def missing_text(self) -> str:
-        """Return the missing sources as one line; empty when every source was read."""
-        return "; ".join(f"{source} ({shows})" for source, shows in self.missing)
 
 
 def missing_sources(f: FeatureSet) -> tuple[tuple[str, str], ...]:
@@ -69,6 +63,11 @@ def missing_sources(f: FeatureSet) -> tuple[tuple[str, str], ...]:
         for names, source, shows in SOURCES
         if all(getattr(f, name) is None for name in names)
     )
+
+
+def missing_text(f: FeatureSet) -> str:
+    """Return the missing sources as one line; empty when every source was read."""
+    return "; ".join(f"{source} ({shows})" for source, shows in missing_sources(f))
 
 
 class NamelessRuns:
@@ -105,7 +104,7 @@ class NamelessRuns:
         self._unexplained += now_unexplained - was
         if not now_unexplained:
             return None, False
-        return Unexplained(since, count, missing_sources(f)), not was
+        return Unexplained(since, count), not was
 
     def forget(self, key: SubjectKey) -> None:
         """End a subject's run (a cause held, latency came back, or the subject left view)."""

@@ -40,6 +40,7 @@ from tritonguard.core.rules_export import compile_rules, recorded_features
 from tritonguard.core.samples import Sample, label
 from tritonguard.core.shards import SeriesFilter, static_target_workload
 from tritonguard.core.targets import target_of
+from tritonguard.core.unexplained import missing_text
 from tritonguard.core.urls import redact_text, redact_url
 from tritonguard.logs import get_logger
 from tritonguard.runtime.alert_book import DEFAULT_TTL_S, AlertBook
@@ -558,7 +559,7 @@ class DaemonApp:
                 model=seen.subject.model,
                 symptom=", ".join(seen.symptom_reasons),
                 up_for_s=round(self.clock() - seen.unexplained.since),
-                missing=seen.unexplained.missing_text() or "none: every source was read",
+                missing=missing_text(seen.features) or "none: every source was read",
                 hint="no cause signature holds, so no playbook runs; `tritonguard diagnose` "
                 "shows the features, and the missing sources are the evidence some causes need",
             )
