@@ -6,8 +6,9 @@ Prometheus would, one evaluation per scrape. The tests pin, per trace, every cau
 fires on the trace's model and when it first fires, and compare the first one with the
 engine's first incident on the same trace.
 
-``python -m tests.integration.test_rules_export [--variants native,10s,30s,...]`` prints what
-the rules fire on each trace next to the engine's verdict, for docs/detection.md.
+``python -m tests.integration.test_rules_export [--variants native,10s,30s,...] [DIR ...]`` prints
+what the rules fire on each trace of the directories (the lab traces by default) next to the
+engine's verdict, for docs/detection.md and docs/modes.md.
 """
 
 from __future__ import annotations
@@ -339,6 +340,32 @@ def test_a_new_version_slower_throughout_is_not_a_cold_start(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
+    ("part", "name"),
+    [("held_out_6", "cold_start_h6"), ("held_out_2", "cold_start_scaleout_llm_h")],
+)
+def test_the_rules_name_a_scale_out_pods_cold_start_as_the_engine_does(
+    tmp_path: Path, part: str, name: str
+) -> None:
+    """A pod that joins a scale-out is born in the rules, and its birth runs from its first request.
+
+    Nothing of the new pod was in view before its series, so only the new-pod rule (the
+    series store's: past the stream's grace, a first value that fits a start from zero)
+    births it. ``cold_start_h6``'s pod is Ready 30 s before the load balancer routes to it,
+    so an early window dated from the empty series' appearance would end 2 s after its
+    first request (``births.first_served``). Without either the rules fired nothing on both
+    traces; the engine names cold_start at +6 s and +50 s, and so must the rules, first.
+    """
+    case = load_case(name, directory=TRACES.parent / "traces_v2" / part)
+    [test] = write_cases(tmp_path, [case], lambda _: None)
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    got = fired(run.output)
+    engine = score(name, TRACES.parent / "traces_v2" / part, "native")
+    assert engine.verdict == "right" and engine.delay_s is not None
+    assert min(got, key=lambda c: got[c]) == "cold_start", run.output[-2000:]
+    assert got["cold_start"] == pytest.approx(case.onset_s + engine.delay_s, abs=case.interval_s)
+
+
+@pytest.mark.parametrize(
     ("name", "expected"),
     [("node_contention_full_p", {"node_contention"}), ("healthy_more_instances_full_p", set())],
 )
@@ -482,16 +509,21 @@ class Measured:
         return self.verdict == self.engine_verdict and self.first == self.engine_cause
 
 
-def measure(variants: Sequence[str], directory: Path) -> list[Measured]:
-    """Run every trace under each variant through the rules, and the engine beside them."""
+def measure(
+    variants: Sequence[str], directory: Path, traces: Sequence[Path] = (TRACES,)
+) -> list[Measured]:
+    """Run every trace of ``traces`` under each variant through the rules, the engine beside."""
     binary = promtool_binary()
+    where = {
+        p.name.removesuffix(".labels.json"): d for d in traces for p in d.glob("*.labels.json")
+    }
     out = []
     for variant in variants:
-        cases = by_length(load_case(name, variant) for name in sorted(FIRST_FIRING))
+        cases = by_length(load_case(name, variant, where[name]) for name in sorted(where))
         tests = write_cases(directory / variant, cases, lambda c: None)
         runs = run_promtool(binary, [["test", "rules", str(p)] for p in tests])
         for case, run in zip(cases, runs, strict=True):
-            engine = score(case.name, TRACES, variant)
+            engine = score(case.name, where[case.name], variant)
             out.append(
                 Measured(
                     case, variant, fired(run.output), engine.verdict, engine.got, engine.delay_s
@@ -554,8 +586,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variants", default="native")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tritonguard-rules-measure"))
+    parser.add_argument(
+        "traces", nargs="*", type=Path, default=[TRACES], help="trace directories (the lab's)"
+    )
     options = parser.parse_args()
-    sys.stdout.write(report(measure(options.variants.split(","), options.workdir)))
+    sys.stdout.write(report(measure(options.variants.split(","), options.workdir, options.traces)))
 
 
 def _steadiness_at(tmp_path: Path, straddle_queue_ms: float, at: int) -> Run:

@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from tritonguard.core.findings import CAUSES
+from tritonguard.core.series_store import BIRTH_GRACE_S, BIRTH_PLAUSIBLE_FACTOR
 from tritonguard.core.signatures.memory_copy import MIN_GROWN_SHARE
 from tritonguard.core.symptoms import QUEUED_SHARE, queue_scrapes
 from tritonguard.core.thresholds import Thresholds
@@ -893,26 +894,60 @@ class _Builder:
         # Series that started from zero since the previous scrape: new ones, and ones that
         # reset. Like the series store, a counter born from zero started after that scrape.
         started = f"{self._started(succ, iv)} or {norm(f'{succ} < {succ} offset {iv}')}"
-        self.record(edge, f"(time() - {num(w.interval_s)}) * {known(started)}")
+        # A new pod (nothing of it in view before) is born at the scrape before its series
+        # appeared, as the series store places it: once the stream has run past its grace,
+        # and only if the first value fits a start from zero, which the next scrape tells.
+        iv2 = duration(2 * w.interval_s)
+        first = f"({succ} offset {iv} unless {succ} offset {iv2})"
+        gained = f"clamp_min({succ} - {succ} offset {iv}, 0)"
+        new_pod = (
+            f"({norm(f'{first} <= {num(BIRTH_PLAUSIBLE_FACTOR)} * {gained}')} "
+            f"unless on (namespace, pod) {self._pod_known(iv2)}) "
+            f"and on () group({self._pod_known(duration(BIRTH_GRACE_S + w.interval_s))})"
+        )
+        self.record(
+            edge,
+            f"(time() - {num(w.interval_s)}) * {known(started)} "
+            f"or (time() - {num(2 * w.interval_s)}) * {known(new_pod)}",
+        )
         self.record(f"{PREFIX}:born_at", f"max_over_time({edge}[{duration(t.cold_age_s)}])")
-        age = f"(time() - {PREFIX}:born_at)"
+        # births.first_served: a subject begins serving at the scrape before its counter
+        # leaves zero, which for a pod Ready before its traffic is tens of seconds after its
+        # series appeared; never before the birth. (The engine also reads a counter born
+        # above zero as first serving when it next rises; here such a birth is its own start.)
+        served_edge = f"{PREFIX}:served_edge"
+        leaves_zero = norm(f"{succ} > 0 and {succ} offset {iv} == 0")
+        self.record(served_edge, f"(time() - {num(w.interval_s)}) * {known(leaves_zero)}")
+        served_at = f"{PREFIX}:served_at"
+        self.record(
+            served_at,
+            either(f"max_over_time({served_edge}[{duration(t.cold_age_s)}])", f"{PREFIX}:born_at"),
+        )
+        age = f"(time() - {served_at})"
         self.record(f"{PREFIX}:in_birth", known(f"{age} <= {num(w.early_span_s)}"))
-        # The first executions after a birth (births.birth_of's early window), as increments
-        # per scrape, kept so later evaluations of the birth can read them.
-        early = f"* {num(w.interval_s)} and on ({BY}) ({age} <= {num(w.early_span_s)})"
+        # births.birth_of's early window: a span from the series' birth, and at least past
+        # the first request's scrape; the first executions in it, as increments per scrape,
+        # kept so later evaluations of the birth can read them.
+        early_end = either(
+            f"{PREFIX}:born_at + {num(w.early_span_s)}",
+            f"{served_at} + {num(max(30.0, w.interval_s))}",
+        )
+        in_early = f"({early_end} >= time())"
+        early = f"* {num(w.interval_s)} and on ({BY}) {in_early}"
         for name, increase in (
             ("requests", _irate(succ)),
             ("queue_us", _irate("nv_inference_queue_duration_us")),
             ("compute_us", f"{PREFIX}:compute_duration_us:irate"),
         ):
             self.record(f"{PREFIX}:early_{name}", f"{increase} {early}")
+        # The slowest early execution is sought a whole span past the first request, as the
+        # engine's per-scrape points are.
         self.record(
             f"{series('scrape_compute_per_exec_us')}:early",
-            _per(f"{PREFIX}:early_compute_us", f"{PREFIX}:early_requests"),
+            f"{_f('scrape_compute_per_exec_us')} and on ({BY}) ({age} <= {num(w.early_span_s)})",
         )
         self.record(
-            f"{series('compute_tail')}:early",
-            f"{_f('compute_tail')} and on ({BY}) ({age} <= {num(w.early_span_s)})",
+            f"{series('compute_tail')}:early", f"{_f('compute_tail')} and on ({BY}) {in_early}"
         )
 
     def shifting(self) -> None:

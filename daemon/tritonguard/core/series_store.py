@@ -31,6 +31,9 @@ RECENT_GAPS = 5
 # traffic noise over one interval. A series that already held far more work existed before
 # the daemon saw it (a pod discovered late, a first scrape that failed), not born.
 BIRTH_PLAUSIBLE_FACTOR = 3.0
+# A pod first seen within this long of the stream's start was there before it, not born: at
+# daemon start every target is first scraped at a slightly different time.
+BIRTH_GRACE_S = 30.0
 
 SeriesKey = tuple[str, Labels]
 # (namespace, pod, exporter): whose scrape a series arrives in (see SeriesStore).
@@ -244,7 +247,7 @@ class SeriesStore:
     def __init__(
         self,
         retention_s: float = 900.0,
-        birth_grace_s: float = 30.0,
+        birth_grace_s: float = BIRTH_GRACE_S,
         max_bytes: int | None = None,
         reach: Callable[[float], float] | None = None,
         kept_longer: Mapping[str, float] | None = None,
