@@ -86,6 +86,30 @@ def test_every_engine_feature_has_a_recording_rule() -> None:
     assert not set(NOT_RECORDED) & recorded
 
 
+# Series some rules read that are recorded only at some scrape intervals, by design.
+RECORDED_AT_SOME_INTERVALS = {
+    # The fast path exists only where its short window is shorter than the full one.
+    f"{PREFIX}:symptom_fast",
+    # The summary tail tells a reload only where one reload fits in about one scrape.
+    f"{PREFIX}:cold_tail",
+}
+
+
+@pytest.mark.parametrize("interval_s", [1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0])
+def test_every_series_the_rules_read_is_one_they_record(interval_s: float) -> None:
+    """A rule reading a ``tritonguard:`` series that no rule records reads nothing, silently.
+
+    PromQL makes such a read an empty vector, so a veto built on it never vetoes: the
+    too_many_instances queue veto read ``queue_share:baseline`` while the baselines left
+    queue_share out, and the rules named too_many_instances on a CPU-bound deploy the engine
+    rightly left alone (``cpu_bottleneck_deploy_h``).
+    """
+    rules = compile_rules(Thresholds(), interval_s)
+    recorded = {r.record for r in rules if r.record}
+    read = {m.group(0) for r in rules for m in re.finditer(rf"\b{PREFIX}:[\w:]+", r.expr)}
+    assert read - recorded <= RECORDED_AT_SOME_INTERVALS, sorted(read - recorded)
+
+
 def test_every_feature_rule_keeps_the_subject_key() -> None:
     """Feature rules aggregate by (namespace, pod, model) or join onto that key."""
     for rule in compile_rules(Thresholds(), 15.0):

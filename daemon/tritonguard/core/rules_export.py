@@ -72,6 +72,7 @@ BASELINE_FEATURES: tuple[str, ...] = (
     "mean_latency_us",
     "mean_queue_us",
     "p99_us",
+    "queue_share",
     "compute_per_inference_us",
     "compute_per_exec_us",
     "request_rate",
