@@ -365,6 +365,23 @@ def test_the_rules_name_a_scale_out_pods_cold_start_as_the_engine_does(
     assert got["cold_start"] == pytest.approx(case.onset_s + engine.delay_s, abs=case.interval_s)
 
 
+def test_a_node_full_before_the_onset_is_no_contention_in_the_rules(tmp_path: Path) -> None:
+    """The rules judge the node against the window before the shift too, as the engine does.
+
+    On ``model_reload_poll_h`` (15 s scrapes) the recording machine's node was 95-100 % busy
+    in the scrapes before the first reload, against a baseline of 72 %. Against the baseline
+    alone the node "got busier", and the rules named node_contention at +45 s; the engine
+    reads the window before the shift (``node_contention.busier``), finds the node already
+    saturated, and names model_reload. So must the rules, with no node_contention at all.
+    """
+    case = load_case("model_reload_poll_h", directory=TRACES.parent / "traces_v2" / "held_out")
+    [test] = write_cases(tmp_path, [case], lambda _: None)
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    got = fired(run.output)
+    assert set(got) == {"model_reload"}, run.output[-2000:]
+    assert got["model_reload"] >= case.onset_s
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [("node_contention_full_p", {"node_contention"}), ("healthy_more_instances_full_p", set())],

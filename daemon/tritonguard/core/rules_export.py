@@ -30,7 +30,7 @@ approximate it; docs/detection.md ("Rules export") says where and by how much.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,8 @@ WINDOW_COUNTERS: tuple[str, ...] = (
 )
 SCRAPE_COUNTERS: tuple[str, ...] = (
     "nv_inference_request_success",
+    "nv_inference_count",
+    "nv_inference_exec_count",
     "nv_inference_request_duration_us",
     "nv_inference_queue_duration_us",
     "nv_inference_compute_input_duration_us",
@@ -90,6 +92,14 @@ BASELINE_FEATURES: tuple[str, ...] = (
     "cpu_host_util",
     "scrape_latency_us",
     "scrape_queue_us",
+)
+# Compute per inference first (it tells whether the window before held the shift already),
+# then the node's state before the shift, which node_contention compares against.
+BEFORE_SHIFT: tuple[str, ...] = (
+    "compute_per_inference_us",
+    "node_cpu_busy",
+    "cpu_waiting_share",
+    "cpu_host_util",
 )
 SIGMA_FEATURES: tuple[str, ...] = (
     "mean_latency_us",
@@ -490,6 +500,22 @@ def _f(name: str) -> str:
 
 def _base(name: str) -> str:
     return f"{series(name)}:baseline"
+
+
+def _before(name: str) -> str:
+    """Return the feature's series in the window before the shift began (``Context.before``)."""
+    return f"{series(name)}:before_shift"
+
+
+def _each_known(now: str, refs: Sequence[str], holds: Callable[[str], str]) -> str:
+    """``holds(ref)`` for every reference known, and at least one known.
+
+    The engine's ``bool(refs) and all(...)`` over the references it has: an unknown one
+    (no window before a shift, no baseline of an exporter) is skipped, not failed.
+    """
+    each = [f"(({holds(ref)}) or ({now} unless on ({BY}) {ref}))" for ref in refs]
+    anyone = " or ".join(refs)
+    return f" and on ({BY}) ".join([*each, f"({anyone})"])
 
 
 def _sigma(name: str) -> str:
@@ -1026,6 +1052,50 @@ class _Builder:
         for name in ("scrape_latency_us", "scrape_queue_us"):
             self.record(f"{series(name)}:abnormal", known(f"{_f(name)} > {_limit(name)}"))
 
+    def before_shift(self) -> None:
+        """Record the window before the shift began (``derive._before``), for node_contention.
+
+        ``derive.shift_start`` walks back from the newest scrape to the last run of
+        ``fast_scrapes`` scrapes whose compute per inference stayed under ``compute_inflation``
+        of the baseline; the window before the shift is the one ending at that run's last
+        scrape. Here each evaluation that ends such a run is calm, and the window before is
+        the newest calm evaluation's, within the period lookback, while the newest is not
+        calm (no shift, no window before it). As in the engine, a window before that already
+        held the inflation (contention that builds up slowly) is none.
+        """
+        t, w = self.t, self.w
+        per_inference = "scrape_compute_per_inference_us"
+        batch = _per(_irate("nv_inference_count"), _irate("nv_inference_exec_count"))
+        self.feature(per_inference, _per(_f("scrape_compute_per_exec_us"), f"({batch})"))
+        inflated = f"{series(per_inference)}:inflated"
+        self.record(
+            inflated,
+            known(
+                f"{_f(per_inference)} > {num(t.compute_inflation)} * "
+                f"{_base('compute_per_inference_us')}"
+            ),
+        )
+        newest = duration(t.fast_scrapes * w.interval_s - w.interval_s / 2)
+        calm = f"{PREFIX}:calm"
+        self.record(
+            calm,
+            f"{known(_f(per_inference))} unless on ({BY}) "
+            f"(count_over_time({inflated}[{newest}]) > 0)",
+        )
+        lookback = duration(t.period_lookback_s)
+        healthy_then = (
+            f"(last_over_time({series('compute_per_inference_us')}:calm[{lookback}]) < "
+            f"{num(t.compute_inflation)} * {_base('compute_per_inference_us')})"
+        )
+        for name in BEFORE_SHIFT:
+            self.record(f"{series(name)}:calm", f"{_f(name)} and on ({BY}) {calm}")
+        for name in BEFORE_SHIFT[1:]:
+            self.record(
+                _before(name),
+                f"last_over_time({series(name)}:calm[{lookback}]) unless on ({BY}) {calm} "
+                f"and on ({BY}) {healthy_then}",
+            )
+
     def steadiness(self) -> None:
         w = self.w
         pts = w.points_range
@@ -1501,21 +1571,32 @@ class _Builder:
         node = f("node_cpu_busy")
         own = _ratio("container_cpu_cores", 0.01)
         rise = num(t.node_cpu_rise)
-        node_up = (
-            f"({node} >= {num(t.cpu_saturated)} or ({node} - {_base('node_cpu_busy')}) >= {rise}) "
-            f"unless on ({BY}) ({_base('node_cpu_busy')} >= {num(t.cpu_saturated)})"
+        # node_contention.busier: busier than when healthy, both over the baseline and in the
+        # window before the shift began; a node saturated in either explains nothing that
+        # changed (a packed node, a busy machine before the onset).
+        sat = num(t.cpu_saturated)
+
+        def busier(now: str, name: str, reach: bool) -> str:
+            refs = (_base(name), _before(name))
+            risen = _each_known(now, refs, lambda ref: f"{now} - {ref} >= {rise}")
+            if reach:
+                risen = f"{now} >= {sat} or ({risen})"
+            return f"({risen}) " + " ".join(f"unless on ({BY}) ({r} >= {sat})" for r in refs)
+
+        # Triton's threads wait for a CPU more than when healthy and than before the shift
+        # (waited_more): other work on a node whose busy share cannot show it (already full).
+        wait = f("cpu_waiting_share")
+        waited = _each_known(
+            wait,
+            (_base("cpu_waiting_share"), _before("cpu_waiting_share")),
+            lambda ref: (
+                f"{wait} - {ref} >= {num(t.cpu_wait_rise)} and on ({BY}) "
+                f"{wait} >= {num(t.shift_floor)} * {ref}"
+            ),
         )
-        # Triton's threads wait for a CPU more than when healthy: other work on a node its
-        # busy share cannot show (already full). Against the baseline only; the engine also
-        # reads the window before the shift.
-        wait, wait_base = f("cpu_waiting_share"), _base("cpu_waiting_share")
-        waited = (
-            f"({wait} - {wait_base}) >= {num(t.cpu_wait_rise)} and on ({BY}) "
-            f"({wait} >= {num(t.shift_floor)} * {wait_base})"
-        )
-        up = f"(({node_up}) or ({waited}))"
+        up = f"(({busier(node, 'node_cpu_busy', True)}) or ({waited}))"
         host_up = (
-            f"(({f('cpu_host_util')} - {_base('cpu_host_util')}) >= {rise}) "
+            f"({busier(f('cpu_host_util'), 'cpu_host_util', False)}) "
             f"unless on ({BY}) ({node} or ({waited}))"
         )
         # Triton's own CPU up by more than the load moves it: the node's rise is Triton's
@@ -1640,6 +1721,7 @@ class _Builder:
         self.shifting()
         self.symptom()
         self.abnormal_scrapes()
+        self.before_shift()
         self.steadiness()
         self.fast_symptom()
         self.recurrence()
