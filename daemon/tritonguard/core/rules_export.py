@@ -508,7 +508,7 @@ def _before(name: str) -> str:
 
 
 def _each_known(now: str, refs: Sequence[str], holds: Callable[[str], str]) -> str:
-    """``holds(ref)`` for every reference known, and at least one known.
+    """Return a condition: ``holds(ref)`` for every reference known, and at least one known.
 
     The engine's ``bool(refs) and all(...)`` over the references it has: an unknown one
     (no window before a shift, no baseline of an exporter) is skipped, not failed.
@@ -1061,7 +1061,10 @@ class _Builder:
         scrape. Here each evaluation that ends such a run is calm, and the window before is
         the newest calm evaluation's, within the period lookback, while the newest is not
         calm (no shift, no window before it). As in the engine, a window before that already
-        held the inflation (contention that builds up slowly) is none.
+        held the inflation (contention that builds up slowly) is none. The host's
+        ``nv_cpu_utilization`` is read at that window's end only, where the engine takes the
+        lower of its two ends: the rules call the host busy before the shift a little more
+        often, which makes them quieter, not louder.
         """
         t, w = self.t, self.w
         per_inference = "scrape_compute_per_inference_us"
