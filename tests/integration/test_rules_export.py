@@ -406,6 +406,33 @@ def test_the_rules_read_cpu_pressure_on_a_full_node_as_the_engine_does(
         assert case.onset_s <= got[cause] <= case.deadline_s, run.output[-2000:]
 
 
+@pytest.mark.parametrize(
+    ("part", "name", "expected"),
+    [
+        ("pressure", "node_contention_full_p", {"node_contention"}),
+        ("pressure_held_out", "healthy_night_full_ph", set()),
+    ],
+)
+def test_the_rules_read_a_starved_model_whose_load_fell_as_the_engine_does(
+    tmp_path: Path, part: str, name: str, expected: set[str]
+) -> None:
+    """At 10 s scrapes, a load that fell with each execution slower and waiting is contention.
+
+    Resampled to 10 s, ``node_contention_full_p``'s window reads the load at 0.63 of its
+    baseline (the starved clients send less), below the steady band the rules once required,
+    so they stayed silent where the engine names node_contention at +30 s: a fall counts when
+    each execution is itself ``compute_inflation`` slower and Triton's threads waited more
+    (0.14 -> 0.84 of the time). Traffic falling at night on the same full node fires nothing.
+    """
+    case = load_case(name, "10s", directory=TRACES.parent / "traces_v2" / part)
+    [test] = write_cases(tmp_path, [case], lambda _: None)
+    [run] = run_promtool(promtool_binary(), [["test", "rules", str(test)]])
+    got = fired(run.output)
+    assert set(got) == expected, run.output[-2000:]
+    for cause in expected:
+        assert case.onset_s <= got[cause] <= case.deadline_s, run.output[-2000:]
+
+
 # The labels of the one model the synthetic rules tests write (``triton_model``).
 SUBJECT = '{namespace="prod", pod="triton-0", model="resnet"}'
 

@@ -1553,10 +1553,25 @@ class _Builder:
         conc = _ratio("busy_instances", 0.05)
         exec_time = _ratio("compute_per_exec_us")
         own_cpu = _ratio("container_cpu_cores", 0.01)
+        # Triton's threads wait for a CPU more than when healthy and than before the shift
+        # (waited_more): other work on a node whose busy share cannot show it (already full).
+        wait = f("cpu_waiting_share")
+        waited = _each_known(
+            wait,
+            (_base("cpu_waiting_share"), _before("cpu_waiting_share")),
+            lambda ref: (
+                f"{wait} - {ref} >= {num(t.cpu_wait_rise)} and on ({BY}) "
+                f"{wait} >= {num(t.shift_floor)} * {ref}"
+            ),
+        )
+        # Less load is no cause of slower work, but a fall has causes of its own that slow it
+        # (smaller batches, traffic moved to a warming pod): a fall needs each execution
+        # itself slower and Triton's threads seen waiting for a CPU.
+        fell_starved = f"({waited}) and on ({BY}) ({exec_time} >= {num(t.compute_inflation)})"
         gate = (
             f"{sust} and on ({BY}) ({_ratio('compute_per_inference_us')} >= {num(t.compute_inflation)}) "
-            f"and on ({BY}) ({load} <= {num(1 + t.load_steady_tolerance)} and on ({BY}) "
-            f"{load} >= {num(1 - t.load_steady_tolerance)}) "
+            f"and on ({BY}) ({load} <= {num(1 + t.load_steady_tolerance)}) "
+            f"and on ({BY}) ({load} >= {num(1 - t.load_steady_tolerance)} or {fell_starved}) "
             # More executions in flight than slower work explains: a concurrency change.
             f"unless on ({BY}) ({conc} > {num(1 + t.load_steady_tolerance)} * {exec_time}) "
             # The copies' share multiplied while Triton's own CPU is not known steady: this
@@ -1586,17 +1601,6 @@ class _Builder:
                 risen = f"{now} >= {sat} or ({risen})"
             return f"({risen}) " + " ".join(f"unless on ({BY}) ({r} >= {sat})" for r in refs)
 
-        # Triton's threads wait for a CPU more than when healthy and than before the shift
-        # (waited_more): other work on a node whose busy share cannot show it (already full).
-        wait = f("cpu_waiting_share")
-        waited = _each_known(
-            wait,
-            (_base("cpu_waiting_share"), _before("cpu_waiting_share")),
-            lambda ref: (
-                f"{wait} - {ref} >= {num(t.cpu_wait_rise)} and on ({BY}) "
-                f"{wait} >= {num(t.shift_floor)} * {ref}"
-            ),
-        )
         up = f"(({busier(node, 'node_cpu_busy', True)}) or ({waited}))"
         host_up = (
             f"({busier(f('cpu_host_util'), 'cpu_host_util', False)}) "
