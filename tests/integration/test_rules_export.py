@@ -421,6 +421,20 @@ def test_the_rules_read_a_starved_model_whose_load_fell_as_the_engine_does(
     assert_fires_in_time(case, tmp_path, expected)
 
 
+def test_a_batcher_filling_bigger_batches_is_no_slower_work_in_the_rules(tmp_path: Path) -> None:
+    """batching_delay's slower-work veto reads compute per inference, as the engine does.
+
+    ``batching_delay_tiny_t`` raises the delay 500 us -> 40 ms: at 10 s scrapes the batches it
+    fills cost 1.6x as much an execution while no inference costs more. The rules read
+    compute per execution and held batching_delay back until +150 s, past its deadline; the
+    engine names it at +30 s, and so must the rules.
+    """
+    case = load_case(
+        "batching_delay_tiny_t", "10s", directory=TRACES.parent / "traces_v2" / "tuning"
+    )
+    assert_fires_in_time(case, tmp_path, {"batching_delay"})
+
+
 # The labels of the one model the synthetic rules tests write (``triton_model``).
 SUBJECT = '{namespace="prod", pod="triton-0", model="resnet"}'
 

@@ -1334,8 +1334,10 @@ class _Builder:
             # A growing backlog is not a batcher waiting.
             f"unless on ({BY}) ({f('pending_change')} > 4 * clamp_min({f('pending')}, 1) "
             f"and on ({BY}) {f('busy_instances')} > 0) "
-            # Requests wait behind slower executions (reloads, contention), not a timer.
-            f"unless on ({BY}) ({_ratio('compute_per_exec_us')} >= {num(t.compute_inflation)}) "
+            # Requests wait behind slower executions (reloads, contention), not a timer. Per
+            # inference, as the engine reads it: the batches a longer delay fills cost more an
+            # execution without any inference costing more.
+            f"unless on ({BY}) ({_ratio('compute_per_inference_us')} >= {num(t.compute_inflation)}) "
             # Queueing in bursts (reloads, spikes) is not a batcher's steady wait.
             f"unless on ({BY}) ({steady} < {num(t.batching_steady)})"
         )
