@@ -953,8 +953,8 @@ class _Builder:
         age = f"(time() - {served_at})"
         self.record(f"{PREFIX}:in_birth", known(f"{age} <= {num(w.early_span_s)}"))
         # births.birth_of's early window: a span from the series' birth, and at least past
-        # the first request's scrape; the first executions in it, as increments per scrape,
-        # kept so later evaluations of the birth can read them.
+        # the first request's scrape; the first requests and their queueing in it, as
+        # increments per scrape, kept so later evaluations of the birth can read them.
         early_end = either(
             f"{PREFIX}:born_at + {num(w.early_span_s)}",
             f"{served_at} + {num(max(30.0, w.interval_s))}",
@@ -964,7 +964,6 @@ class _Builder:
         for name, increase in (
             ("requests", _irate(succ)),
             ("queue_us", _irate("nv_inference_queue_duration_us")),
-            ("compute_us", f"{PREFIX}:compute_duration_us:irate"),
         ):
             self.record(f"{PREFIX}:early_{name}", f"{increase} {early}")
         # The slowest early execution is sought a whole span past the first request, as the
