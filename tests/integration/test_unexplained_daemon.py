@@ -18,7 +18,7 @@ from tests.fault_harness import sample_value
 from tritonguard.core.engine import Diagnosis
 from tritonguard.core.features import FeatureSet
 from tritonguard.core.findings import Subject
-from tritonguard.core.unexplained import Unexplained
+from tritonguard.core.unexplained import SOURCES, Unexplained
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.settings import Settings
 from tritonguard.sources.replay import load_trace
@@ -104,18 +104,9 @@ def test_a_pod_that_stops_reporting_is_no_longer_counted() -> None:
 def test_a_fleet_of_notices_at_once_is_told_in_a_few_lines() -> None:
     """Twelve subjects newly unexplained in one evaluation: ten lines in full, one for the rest."""
     app = DaemonApp(Settings(listen="127.0.0.1:0"), registry=CollectorRegistry(), sources=[])
-    # Every source read: the line says none was missing.
-    f = FeatureSet(
-        window_s=30.0,
-        interval_s=2.0,
-        fresh=True,
-        p99_us=9e3,
-        pcie_rx_bps=1e9,
-        container_cpu_cores=0.3,
-        cpu_waiting_share=0.05,
-        node_cpu_busy=0.4,
-        ingress_rate=20.0,
-    )
+    # Every source read (one feature of each): the line says none was missing.
+    read = {names[0]: 1.0 for names, _, _ in SOURCES}
+    f = FeatureSet(window_s=30.0, interval_s=2.0, fresh=True, **read)
     newly = [
         Diagnosis(
             Subject("ml", "ranker", f"triton-{i}"),

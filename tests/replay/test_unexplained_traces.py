@@ -19,7 +19,7 @@ import pytest
 from benchmarks.detection_eval import DEADLINE_S, traces
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.replay import drive
-from tritonguard.core.unexplained import Unexplained, missing_text
+from tritonguard.core.unexplained import missing_text
 from tritonguard.sources.replay import load_trace
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -44,7 +44,7 @@ class Run:
     label: dict[str, object]
     onset: float
     first_opened: tuple[str, float] | None
-    notices: list[tuple[str, float, Unexplained, str]]  # (model, at, the notice, missing)
+    notices: list[tuple[str, float, str]]  # (model, at, the sources it names missing)
 
 
 @cache
@@ -53,14 +53,14 @@ def _replay(name: str, directory: Path) -> Run:
     onset = float(label.get("onset") or 0.0)
     engine = Engine(EngineConfig())
     first: tuple[str, float] | None = None
-    notices: list[tuple[str, float, Unexplained, str]] = []
+    notices: list[tuple[str, float, str]] = []
     for at, events in drive(engine, load_trace(directory / f"{name}.om.gz")):
         for e in events:
             if first is None and e.event == "opened" and e.subject.model == label["model"]:
                 first = (e.cause, at)
         for seen in engine.newly_unexplained:
             assert seen.unexplained is not None
-            notices.append((seen.subject.model, at, seen.unexplained, missing_text(seen.features)))
+            notices.append((seen.subject.model, at, missing_text(seen.features)))
     return Run(label, onset, first, notices)
 
 
@@ -73,16 +73,16 @@ def test_a_notice_comes_only_where_no_cause_was_named_in_time(name: str, directo
     """
     run = _replay(name, directory)
     model, cause = run.label["model"], run.label.get("cause")
-    assert all(m == model for m, _, _, _ in run.notices), run.notices
+    assert all(m == model for m, _, _ in run.notices), run.notices
     if cause is None:
         assert run.notices == []
         return
-    assert all(at >= run.onset for _, at, _, _ in run.notices)
+    assert all(at >= run.onset for _, at, _ in run.notices)
     interval = float(str(run.label.get("scrape_interval_s") or 0.0))
     if run.first_opened is not None:
         opened_cause, opened_at = run.first_opened
         if opened_cause == cause and opened_at - run.onset <= DEADLINE_S + interval:
-            assert all(at > opened_at for _, at, _, _ in run.notices), run.notices
+            assert all(at > opened_at for _, at, _ in run.notices), run.notices
 
 
 def test_a_full_node_without_cpu_pressure_is_said_to_lack_it() -> None:
@@ -94,7 +94,7 @@ def test_a_full_node_without_cpu_pressure_is_said_to_lack_it() -> None:
     run = _replay("node_contention_t", FIXTURES / "traces_v2" / "tuning")
     assert run.first_opened is None
     (notice,) = [n for n in run.notices if n[0] == "ocr-v3"]
-    _, at, _, missing = notice
+    _, at, missing = notice
     assert 30.0 <= at - run.onset <= 90.0
     assert "container_pressure_cpu_waiting_seconds_total" in missing
 
