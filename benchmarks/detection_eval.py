@@ -8,6 +8,10 @@ incident on its model is its cause, opened at or after the onset; *wrong* when t
 another cause or opens before the onset; *silent* when nothing opens. A healthy trace is right
 when nothing opens on its model. Variants resample or strip the trace the way other servers
 would show the same run: a coarser scrape interval, Triton's own series only, no summaries.
+
+The lab's config reads (``configs`` in the labels) reach the engine as the daemon's reads of
+the repository API would (``recorded_configs.py``), in every variant: the configs come from
+Triton's API, not from any exporter.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tritonguard.core.engine import Engine, EngineConfig
-from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.findings import IncidentEvent, Subject
+from tritonguard.core.recorded_configs import ConfigRead, RecordedConfigs
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample
 from tritonguard.sources.replay import load_trace
@@ -103,7 +109,8 @@ def score(
     samples = VARIANTS[variant](list(load_trace(directory / f"{name}.om.gz")))
     engine = Engine(config or EngineConfig())
     events: list[IncidentEvent] = []
-    for _, evs in drive(engine, samples, eval_interval_s=eval_interval_s):
+    reads = label_configs(label)
+    for _, evs in drive(engine, samples, eval_interval_s=eval_interval_s, configs=reads):
         events.extend(evs)
     model, cause = label["model"], label.get("cause")
     onset = float(label.get("onset") or 0.0)
@@ -122,6 +129,18 @@ def score(
     late = first.at - onset > DEADLINE_S + max(interval, stretched)
     verdict = "late" if late else "right"
     return Score(name, variant, cause, verdict, first.cause, first.at - onset, interval)
+
+
+def label_configs(label: dict[str, Any]) -> RecordedConfigs:
+    """Return the config reads a trace's labels hold (none for a recording without them)."""
+    return RecordedConfigs(
+        ConfigRead(
+            float(read["at"]),
+            Subject(str(read["namespace"]), str(read["model"]), str(read["pod"])),
+            read["config"],
+        )
+        for read in label.get("configs") or ()
+    )
 
 
 def traces(directories: Iterable[Path]) -> list[tuple[str, Path]]:

@@ -1,8 +1,9 @@
 """Incidents from the recorded lab traces, through the real engine and the shipped playbooks.
 
-The Slack tests render these: each trace is replayed as the daemon would see it (the model
-config the lab deployed is known from the deploy on, as the daemon re-reads it), and the
-shipped playbooks plan in dry-run with that config, so the plans carry the real numbers.
+The Slack tests render these: each trace is replayed as the daemon would see it (the config
+the lab served before a deploy is read at the start, and the one it deployed is the answer
+once the engine asks, as the daemon re-reads a config when latency shifts), and the shipped
+playbooks plan in dry-run with the deployed config, so the plans carry the real numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tritonguard.core.action_records import ActionRecord
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.guards import GuardSettings
+from tritonguard.core.recorded_configs import ConfigRead, RecordedConfigs
 from tritonguard.core.replay import drive
 from tritonguard.runtime.audit_store import AuditStore
 from tritonguard.runtime.playbook_executor import ExecutorEnv, PlaybookExecutor
@@ -56,13 +58,38 @@ def deployed_config(labels: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def served_before(labels: dict[str, Any], deployed: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the config the lab served before its deploy, when the deploy changed the count.
+
+    The lab's instance-count deploys serve the same model with ``instances_before``
+    instances first; the labels keep only the deployed config and the two counts.
+    """
+    before = labels.get("params", {}).get("instances_before")
+    groups = deployed.get("instance_group")
+    if not isinstance(before, int) or not isinstance(groups, list) or len(groups) != 1:
+        return None
+    return {**deployed, "instance_group": [{**groups[0], "count": before}]}
+
+
+def config_reads(labels: dict[str, Any]) -> RecordedConfigs:
+    """Return the reads the daemon would make: the served config at the start, the deployed one."""
+    config = deployed_config(labels)
+    deploy_at = next((e["at"] for e in labels.get("events", []) if e.get("kind") == "deploy"), None)
+    if config is None or deploy_at is None:
+        return RecordedConfigs(())
+    subject = Subject(labels["namespace"], labels["model"], labels["pod"])
+    reads = [ConfigRead(float(deploy_at), subject, config)]
+    before = served_before(labels, config)
+    if before is not None:
+        reads.append(ConfigRead(float(labels["start"]), subject, before))
+    return RecordedConfigs(reads)
+
+
 async def replay(cause: str) -> Replayed:
     """Replay ``<cause>.om.gz`` with the shipped playbooks in dry-run."""
     labels = json.loads((TRACES / f"{cause}.labels.json").read_text())
     engine = Engine()
     config = deployed_config(labels)
-    deploy_at = next((e["at"] for e in labels.get("events", []) if e.get("kind") == "deploy"), None)
-    subject = Subject(labels["namespace"], labels["model"], labels["pod"])
     clock = [0.0]
     env = ExecutorEnv(
         features=engine,
@@ -76,13 +103,10 @@ async def replay(cause: str) -> Replayed:
         open_incidents=engine.announced_incidents,
     )
     out = Replayed(cause, labels, engine)
-    noted = False
+    reads = config_reads(labels)
     try:
-        for t, events in drive(engine, load_trace(TRACES / f"{cause}.om.gz")):
+        for t, events in drive(engine, load_trace(TRACES / f"{cause}.om.gz"), configs=reads):
             clock[0] = t
-            if config is not None and not noted and deploy_at is not None and t >= deploy_at:
-                engine.note_model_config(subject, config)
-                noted = True
             by_incident = await stage.run_step(events, t)
             records = [r for recs in by_incident.values() for r in recs]
             out.events.extend(events)

@@ -29,22 +29,10 @@ _TAILS = (
     "churn needs two reloads; the first is polled within 15 s of the onset and the second "
     "comes 45 s later, so its cold tail shows in the scrape at +75 s, the deadline"
 )
-_GPU_IDLE = (
-    "the shared accelerator reads 54-77 % busy (under gpu_underused) until +75 s, so the "
-    "instances' contention is confirmed late"
-)
 # What a variant hides, and the outcomes allowed instead of right.
 CANNOT_SEE: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     **{("node_contention_t", v): (("silent",), _FULL_NODE) for v in VARIANTS},
     **{("node_contention_h", v): (("silent",), _FULL_NODE) for v in VARIANTS},
-    ("batching_delay_tiny_t", "30s"): (
-        ("silent",),
-        "one or two scrapes per window cannot show whether queueing is steady",
-    ),
-    ("batching_delay_search_h", "30s"): (
-        ("silent",),
-        "one or two scrapes per window cannot show whether queueing is steady",
-    ),
     ("memory_copy_vision_t", "triton-only"): (
         ("silent",),
         "conversions inside compute_infer show only as DCGM PCIe bytes",
@@ -70,9 +58,6 @@ CANNOT_SEE: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         "without the compute summary's tail the 15 s scrapes dilute each reload's cold "
         "executions below a burst",
     ),
-    ("too_many_instances_h", "native"): (("late",), _GPU_IDLE),
-    ("too_many_instances_h", "10s"): (("late",), _GPU_IDLE),
-    ("too_many_instances_h", "no-summaries"): (("late",), _GPU_IDLE),
 }
 CASES = [(name, d, variant) for name, d in traces(DIRS) for variant in VARIANTS]
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.recorded_configs import RecordedConfigs
 from tritonguard.core.replay import drive
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_notation import expand, parse_series_selector
@@ -130,8 +131,13 @@ def run_engine(
     interval: float,
     config: EngineConfig | None = None,
     configs: Mapping[str, Mapping[str, object]] | None = None,
+    reads: RecordedConfigs | None = None,
 ) -> list[IncidentEvent]:
-    """Replay the series through a fresh engine and return every incident transition."""
+    """Replay the series through a fresh engine and return every incident transition.
+
+    ``configs`` are known from the start; ``reads`` reach the engine as a daemon's reads
+    would (``drive``'s ``configs``).
+    """
     engine = Engine(config)
     if configs:
         from tritonguard.core.findings import Subject
@@ -139,7 +145,8 @@ def run_engine(
         for model, cfg in configs.items():
             engine.note_model_config(Subject("prod", model, "triton-0"), cfg)
     events: list[IncidentEvent] = []
-    for _, evs in drive(engine, samples_of(series, interval=interval), eval_interval_s=5.0):
+    samples = samples_of(series, interval=interval)
+    for _, evs in drive(engine, samples, eval_interval_s=5.0, configs=reads):
         events.extend(evs)
     return events
 

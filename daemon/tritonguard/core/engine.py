@@ -20,6 +20,7 @@ from tritonguard.core.reload_signs import RESTARTS, restarts_reach_s
 from tritonguard.core.rollout_changes import MAX_PODS, RolloutChange, RolloutTimeline
 from tritonguard.core.samples import Sample
 from tritonguard.core.series_store import SeriesStore
+from tritonguard.core.shift_reads import MAX_PER_EVALUATION, ShiftReads
 from tritonguard.core.signatures import SIGNATURES
 from tritonguard.core.signatures.cold_start import CAUSE as COLD_START
 from tritonguard.core.thresholds import Thresholds
@@ -118,6 +119,10 @@ class Engine:
         self.nameless = NamelessRuns(self.t.hold_evaluations)
         # The subjects the last evaluation found newly unexplained (the daemon says so once).
         self.newly_unexplained: list[Diagnosis] = []
+        # The subjects whose latency began to shift at the last evaluation, without a config
+        # read since: the daemon reads their configs now (shift_reads.py).
+        self.shift_reads = ShiftReads()
+        self.configs_wanted: list[Subject] = []
 
     # ---- inputs -------------------------------------------------------------------------
     def ingest(self, samples: Iterable[Sample], now: float) -> None:
@@ -344,6 +349,7 @@ class Engine:
         keys = reader.subjects()
         self.note_evaluation(keys, now)
         self.newly_unexplained = []
+        self.configs_wanted = []
         judged = self._judged_at
         due: list[SubjectKey] = []
         for key in keys:
@@ -374,6 +380,7 @@ class Engine:
             self.changes.forget(gone)
             self.last_diagnoses.pop(gone, None)
             self.nameless.forget(gone)
+            self.shift_reads.forget(gone)
             judged.pop(gone, None)
             events.extend(self.book.forget(subject_of(gone), now))
         self._known = set(keys)
@@ -389,13 +396,23 @@ class Engine:
             return []
         ctx = derived.ctx
         ctx.config_read_at = self.changes.read_at(key)
+        if self.shift_reads.want(
+            key,
+            shifting=ctx.symptom.up or derived.fast is not None,
+            read_at=ctx.config_read_at,
+            now=now,
+            window_s=ctx.features.window_s,
+            room=len(self.configs_wanted) < MAX_PER_EVALUATION,
+        ):
+            self.configs_wanted.append(ctx.subject)
         if derived.fast is not None:
             derived.fast.config_read_at = ctx.config_read_at
         change = self.change_before(ctx.subject, now)
         if change is not None:
-            ctx.changed_at = change.at_earliest
-            if derived.fast is not None:
-                derived.fast.changed_at = change.at_earliest
+            before = parse_model_config(change.before).instance_count if change.before else None
+            for c in (ctx, derived.fast):
+                if c is not None:
+                    c.changed_at, c.instances_before = change.at_earliest, before
         findings = [res for sig in SIGNATURES.values() if (res := sig(ctx)) is not None]
         if derived.fast is not None and not findings:
             # The newest scrapes show the shift before the full window does, and while the

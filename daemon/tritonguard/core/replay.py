@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 
 from tritonguard.core.config_info import TRACE_INFO, note_trace_info
 from tritonguard.core.engine import Engine
 from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.recorded_configs import RecordedConfigs
 from tritonguard.core.samples import Sample
 
 
@@ -40,7 +42,11 @@ def check_eval_interval(eval_interval_s: float) -> float:
 
 
 def drive(
-    engine: Engine, samples: Iterable[Sample], *, eval_interval_s: float = 1.0
+    engine: Engine,
+    samples: Iterable[Sample],
+    *,
+    eval_interval_s: float = 1.0,
+    configs: RecordedConfigs | None = None,
 ) -> Iterator[tuple[float, list[IncidentEvent]]]:
     """Feed samples in timestamp order; evaluate at most every ``eval_interval_s`` of trace time.
 
@@ -49,8 +55,13 @@ def drive(
     evaluates when a scrape arrives (targets scraped within the same second count as one).
     Samples given as ``InTimeOrder`` are streamed; any others are sorted first (stably:
     samples of one timestamp keep their order).
+
+    ``configs``, a recording's config reads kept beside its trace, reach the engine as the
+    daemon's reads would: each subject's first when it falls due, and later ones only when
+    the engine asks (``Engine.configs_wanted``), answered with the config in force then.
     """
     check_eval_interval(eval_interval_s)
+    first = deque(configs.first_reads() if configs is not None else ())
     ordered: Iterable[Sample] = (
         samples if isinstance(samples, InTimeOrder) else sorted(samples, key=_ts)
     )
@@ -61,6 +72,9 @@ def drive(
             raise ValueError(
                 f"sample time {t} comes after {last_t}; a streamed trace must be in time order"
             )
+        while first and first[0].at <= t:
+            read = first.popleft()
+            engine.note_model_config(read.subject, read.config, at=read.at)
         engine.ingest(_noting_configs(engine, group), t)
         last_t = t
         if next_eval is None:
@@ -68,8 +82,18 @@ def drive(
         if t >= next_eval:
             yield t, engine.evaluate(t)
             next_eval = t + eval_interval_s
+            if configs is not None:
+                _answer(engine, configs, t)
     if last_t is not None and engine.last_evaluated != last_t:
         yield last_t, engine.evaluate(last_t)
+
+
+def _answer(engine: Engine, configs: RecordedConfigs, t: float) -> None:
+    """Give the engine the configs it asked for, as a Triton asked at ``t`` would return them."""
+    for subject in engine.configs_wanted:
+        config = configs.answer(subject, t)
+        if config is not None:
+            engine.note_model_config(subject, config, at=t)
 
 
 def _ts(s: Sample) -> float:

@@ -95,11 +95,15 @@ def check(ctx: Context) -> Finding | None:
     ):
         return None  # a growing backlog is not a batcher waiting
     delay = cfg.max_queue_delay_us if cfg is not None else None
-    # Only a config read since the shift began (or within the window, with no shift in view)
-    # is the one in force: a deploy that raised the delay is read after it, not before.
-    since = ctx.shift_began if ctx.shift_began is not None else ctx.now - f.window_s
-    current = ctx.config_read_at is not None and ctx.config_read_at >= since
-    if delay and current and _beyond_the_timer(f.mean_queue_us, delay, f.compute_per_exec_us):
+    # Only a config read since the shift began is the one in force: a deploy that raised the
+    # delay is read after it, not before. An older read still weighs below (a queue far above
+    # the delay last read waits for the fresh read before it can pass for the timer's), but
+    # vetoes nothing.
+    if (
+        delay
+        and ctx.config_current()
+        and _beyond_the_timer(f.mean_queue_us, delay, f.compute_per_exec_us)
+    ):
         return None  # requests wait mostly for an instance, not for the batcher's timer
     b = ctx.baseline
     # Per inference, not per execution: a batcher that now waits forms bigger batches, and a

@@ -47,6 +47,9 @@ class Context:
     # within the baseline's lookback (config_changes.py): the workload is not the one the
     # baseline describes.
     changed_at: float | None = None
+    # The model's instance count before that change, when the change was a config read (None
+    # for a rollout or ConfigMap change alone, or a config without an instance_group).
+    instances_before: int | None = None
     # When the subject's model config was last read (config_changes.py), and when the
     # current shift's first abnormal scrape was (None without a shift in view): a config
     # read before the shift began may predate the deploy that caused it.
@@ -61,6 +64,17 @@ class Context:
     queue_since_shift: list[float] = field(default_factory=list)
     # The pod's other models while this one's symptom lasts: who else uses its CPU or GPU.
     peers: list[Peer] = field(default_factory=list)
+
+    def config_current(self) -> bool:
+        """Whether the config was read since the shift began (within the window without one).
+
+        A read from before the shift may predate the deploy that caused it: the count or
+        delay it holds is the one the deploy replaced.
+        """
+        since = (
+            self.shift_began if self.shift_began is not None else self.now - self.features.window_s
+        )
+        return self.config_read_at is not None and self.config_read_at >= since
 
     def ev(
         self, value: float | None, unit: str, what: str, window_s: float | None = None

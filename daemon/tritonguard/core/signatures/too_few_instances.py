@@ -46,7 +46,9 @@ def check(ctx: Context) -> Finding | None:
         return None
     if f.queue_share < t.queue_share_high:
         return None
-    count = cfg.instance_count if cfg is not None else None
+    # A count read before the shift may be the one a deploy replaced (4 -> 2 reads half busy
+    # at full saturation): until the new one is read, judge by the busy count alone.
+    count = cfg.instance_count if cfg is not None and ctx.config_current() else None
     if not saturated(f.busy_instances, count, t.busy_saturated):
         return None
     inflation = b.ratio("compute_per_inference_us", f.compute_per_inference_us) if b else None

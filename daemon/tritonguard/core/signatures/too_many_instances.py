@@ -13,6 +13,7 @@ from tritonguard.core.signatures.context import (
     symptom_evidence,
     weigh,
 )
+from tritonguard.core.thresholds import Thresholds
 
 CAUSE = "too_many_instances"
 # What decided it, for the order evidence is shown in (Evidence.weight).
@@ -20,10 +21,24 @@ WEIGHTS = {
     "compute_vs_baseline": GATE,
     "busy_instances": GATE,
     "instance_count": BESIDE_GATE,
+    "instances_before": BESIDE_GATE,
     "concurrency_vs_baseline": 0.15,
     "gpu_util": 0.15,
     "throughput_vs_baseline": 0.1,
 }
+
+
+def _device_bar(busy: float, count: int | None, t: Thresholds) -> float:
+    """Return the accelerator utilisation below which its instances did not fight over it.
+
+    With the instance count a change raised, ``busy`` executions in flight on ``count``
+    instances keep at least one in flight ``busy / count`` of the time; executions that wait only for the
+    device keep it busy all that time (bar the switches between them, which make the
+    bound looser, not tighter). A device idler than that idled while executions ran: they
+    waited for something else. Without the count, only a device with little idle time left
+    (``gpu_underused``) is one they fight over.
+    """
+    return busy / count if count else t.gpu_underused
 
 
 def check(ctx: Context) -> Finding | None:
@@ -32,8 +47,13 @@ def check(ctx: Context) -> Finding | None:
     if not ctx.symptom.sustained or b is None or f.busy_instances is None:
         return None
     count = cfg.instance_count if cfg is not None else None
-    concurrent = f.busy_instances >= 1.3 or (count is not None and count > 1)
-    if not concurrent:
+    # A change that raised the instance count: instances that ran alike before fight now
+    # because there are more of them. Without one (the config unread, or as many instances
+    # as the baseline ran with), only executions seen overlapping show instances at all: a
+    # configured count alone does not, since slower work on a busier node puts more
+    # executions in flight at the same load just as well.
+    rose = count is not None and ctx.instances_before is not None and ctx.instances_before < count
+    if not rose and f.busy_instances < 1.3:
         return None
     inflation = b.ratio("compute_per_inference_us", f.compute_per_inference_us)
     if inflation is None or inflation < t.compute_inflation:
@@ -51,8 +71,10 @@ def check(ctx: Context) -> Finding | None:
         # Requests wait longer for the same instances: the work got slower under them, which
         # is what contention between instances cannot do (they take requests as they come).
         return None
-    if f.gpu_util is not None and f.gpu_util < t.gpu_underused:
-        return None  # the accelerator is not what they fight over
+    if f.gpu_util is not None and f.gpu_util < _device_bar(
+        f.busy_instances, count if rose else None, t
+    ):
+        return None  # the accelerator idled while they ran: it is not what they fight over
     if culprit_elsewhere(ctx) is not None:
         return None  # another model's added work saturates the accelerator they share
     ev = symptom_evidence(ctx)
@@ -71,6 +93,11 @@ def check(ctx: Context) -> Finding | None:
     if count is not None and count > 1:
         ev["instance_count"] = ctx.ev(float(count), "instances", "model config instance_group")
         conf += 0.05
+    before = ctx.instances_before if rose else None
+    if before is not None:
+        ev["instances_before"] = ctx.ev(
+            float(before), "instances", "instance_group count before the change", 0.0
+        )
     if f.gpu_util is not None:
         ev["gpu_util"] = ctx.ev(f.gpu_util, "ratio", "accelerator utilisation")
         if f.gpu_util >= t.gpu_saturated:
@@ -85,9 +112,12 @@ def check(ctx: Context) -> Finding | None:
     ):
         conf -= 0.2
     n = count or max(2, round(f.busy_instances))
-    snippet = f"instance_group [\n  {{\n    count: {max(1, n // 2)}\n    kind: KIND_GPU\n  }}\n]"
+    # Back to the count that ran well when a change raised it; otherwise halve toward it.
+    target = before if before is not None else max(1, n // 2)
+    snippet = f"instance_group [\n  {{\n    count: {target}\n    kind: KIND_GPU\n  }}\n]"
+    toward = f"back to {target}, as before the change" if before is not None else f"toward {target}"
     text = (
-        f"Lower instance_group.count (from {n} toward {max(1, n // 2)}): the instances contend for one "
+        f"Lower instance_group.count (from {n} {toward}): the instances contend for one "
         "saturated accelerator. Get throughput from dynamic batching, lower precision (FP16/INT8) or "
         "kernel optimisation instead of more instances."
     )
