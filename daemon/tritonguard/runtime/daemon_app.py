@@ -72,6 +72,10 @@ TargetsObserver = Callable[[list[TargetSettings]], None]
 # answers in milliseconds; past a second the config loop reads again on its own and the
 # change comes with an update.
 OPENING_READS_S = 1.0
+# Config reads queued for subjects whose latency shifted, and how many run at once: a bad
+# config rolled out to a fleet shifts every pod together, and the queue must not grow with it.
+MAX_SHIFT_READS = 1024
+SHIFT_READ_CONCURRENCY = 8
 
 
 class PlaybookHooks(Protocol):
@@ -259,6 +263,11 @@ class DaemonApp:
         self._stored_shape: tuple[int, int] | None = None
         self._configs_known: set[tuple[str, str]] = set()
         self._config_wanted = asyncio.Event()
+        # Every model's config is read again at the next pass of the config loop.
+        self._refresh_all = True
+        # The configs of subjects whose latency shifted (Engine.configs_wanted), read apart
+        # from the periodic refresh of every model.
+        self._shift_reads: dict[tuple[str, str], TargetSettings] = {}
         # Set by a source poll that brought samples: the evaluator runs on it.
         self._scraped = asyncio.Event()
         self._log = get_logger("tritonguard.daemon")
@@ -540,6 +549,7 @@ class DaemonApp:
                 summary=event.summary,
             )
         self._say_unexplained(self.engine.newly_unexplained)
+        self._ask_shift_reads(self.engine.configs_wanted)
         return events
 
     def _say_unexplained(self, newly: list[Diagnosis]) -> None:
@@ -743,11 +753,18 @@ class DaemonApp:
             await self._playbooks.drain()
 
     async def _model_config_loop(self) -> None:
+        due = 0.0
         while not self.supervisor.stopping.is_set():
             self._config_wanted.clear()
-            await self._refresh_configs()
+            if self._refresh_all or time.monotonic() >= due:
+                self._refresh_all = False
+                self._shift_reads.clear()  # the refresh reads them with every other model
+                await self._refresh_configs()
+                due = time.monotonic() + self.settings.model_config_refresh_s
+            elif self._shift_reads:
+                await self._read_shifted()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.model_config_refresh_s):
+                async with asyncio.timeout(max(0.0, due - time.monotonic())):
                     await self._config_wanted.wait()
 
     async def _sleep(self, seconds: float) -> None:
@@ -783,7 +800,47 @@ class DaemonApp:
         return True
 
     def _want_configs(self) -> None:
+        self._refresh_all = True
         self._config_wanted.set()
+
+    def _ask_shift_reads(self, subjects: list[Subject]) -> None:
+        """Queue a config read for each subject whose latency shifted (the config loop reads).
+
+        A deploy through the repository API between periodic reads leaves the config in
+        force unknown when the causes need it (shift_reads.py). The queue is bounded: past
+        it a subject asks again a window later.
+        """
+        if not subjects:
+            return
+        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        for subject in subjects:
+            target = by_identity.get((subject.namespace, subject.pod))
+            if target is not None and len(self._shift_reads) < MAX_SHIFT_READS:
+                self._shift_reads[(target.name, subject.model)] = target
+        if self._shift_reads:
+            self._config_wanted.set()
+
+    async def _read_shifted(self) -> None:
+        """Read the queued configs, a few at a time (each bounded by ``triton_timeout_s``)."""
+        pending, self._shift_reads = self._shift_reads, {}
+        gate = asyncio.Semaphore(SHIFT_READ_CONCURRENCY)
+
+        async def read(target: TargetSettings, model: str) -> None:
+            async with gate:
+                await self._read_config(target, model)
+
+        results = await asyncio.gather(
+            *(read(target, model) for (_, model), target in pending.items()),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            self._log.warning(
+                "config reads on a latency shift failed",
+                failed=len(failed),
+                of=len(pending),
+                error=str(failed[0]),
+            )
 
     def refresh_model_configs(self) -> None:
         """Re-read model configs soon (a playbook changed one)."""
