@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.detection_eval import FIXTURES, VARIANTS, traces
+from benchmarks.detection_eval import FIXTURES, VARIANTS, label_configs, traces
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import CAUSES
 from tritonguard.core.replay import drive
@@ -184,7 +184,8 @@ def collect(job: Job) -> tuple[list[Point], list[Point]]:
     samples = VARIANTS[variant](list(_trace(directory / f"{name}.om.gz")))
     findings: list[Point] = []
     incidents: list[Point] = []
-    for t, events in drive(engine, samples, eval_interval_s=eval_interval):
+    reads = label_configs(json.loads((directory / f"{name}.labels.json").read_text()))
+    for t, events in drive(engine, samples, eval_interval_s=eval_interval, configs=reads):
         for key, diagnosis in engine.last_diagnoses.items():
             if key[2] != label.model or not diagnosis.findings:
                 continue
