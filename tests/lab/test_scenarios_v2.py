@@ -22,6 +22,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_5_SCENARIOS,
     HELD_OUT_6,
     HELD_OUT_6_SCENARIOS,
+    HELD_OUT_7,
+    HELD_OUT_7_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     PRESSURE,
@@ -44,6 +46,7 @@ DIR_PART = {
     "held_out_4": HELD_OUT_4,
     "held_out_5": HELD_OUT_5,
     "held_out_6": HELD_OUT_6,
+    "held_out_7": HELD_OUT_7,
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
@@ -62,6 +65,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         HELD_OUT_4,
         HELD_OUT_5,
         HELD_OUT_6,
+        HELD_OUT_7,
         PRESSURE,
         PRESSURE_HELD_OUT,
     }
@@ -72,6 +76,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         len(HELD_OUT_4_SCENARIOS),
         len(HELD_OUT_5_SCENARIOS),
         len(HELD_OUT_6_SCENARIOS),
+        len(HELD_OUT_7_SCENARIOS),
         len(PRESSURE_SCENARIOS),
         len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
@@ -135,6 +140,7 @@ LATE_SCENARIOS = [
     *HELD_OUT_4_SCENARIOS.values(),
     *HELD_OUT_5_SCENARIOS.values(),
     *HELD_OUT_6_SCENARIOS.values(),
+    *HELD_OUT_7_SCENARIOS.values(),
 ]
 
 
@@ -184,6 +190,32 @@ def test_the_sixth_held_out_part_has_every_cause_at_the_goals_interval() -> None
     assert any(s.background_hog is not None for s in scenarios)
 
 
+def test_the_seventh_held_out_part_tests_the_config_read_on_a_shift() -> None:
+    """Six ``_h7`` scenarios: counts raised in earnest and healthily, a neighbour, two deploys.
+
+    Where reading the count a change raised could be wrong: two too_many_instances (one
+    without DCGM), a healthy raise, contention on a three-instance model (a configured count
+    once read as instances fighting), and a count dropped at 10 s and a delay raised at 15 s,
+    whose first reading may weigh the config the deploy replaced.
+    """
+    scenarios = list(HELD_OUT_7_SCENARIOS.values())
+    assert all(s.name.endswith("_h7") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    assert causes == Counter(
+        {
+            "too_many_instances": 2,
+            None: 1,
+            "node_contention": 1,
+            "too_few_instances": 1,
+            "batching_delay": 1,
+        }
+    )
+    raised = [s for s in scenarios if s.cause in ("too_many_instances", None)]
+    assert all(s.params["instances_after"] > s.params["instances_before"] for s in raised)
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 2, 5, 10, 15]
+    assert {s.exporters for s in scenarios} == {True, False}
+
+
 @pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)
 def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario) -> None:
     """Three deadlines plus a scrape each fit the fault phase, after eight healthy scrapes."""
@@ -211,7 +243,7 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
 
 
 @pytest.mark.parametrize(
-    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, PRESSURE_HELD_OUT]
+    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, PRESSURE_HELD_OUT]
 )
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
@@ -221,7 +253,8 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
 
 
 @pytest.mark.parametrize(
-    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, PRESSURE, PRESSURE_HELD_OUT]
+    "part",
+    [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, PRESSURE, PRESSURE_HELD_OUT],
 )
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]

@@ -18,6 +18,7 @@ DEADLINE_S = 60.0
 TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4 = "tuning", "held_out", "held_out_3", "held_out_4"
 HELD_OUT_5 = "held_out_5"
 HELD_OUT_6 = "held_out_6"
+HELD_OUT_7 = "held_out_7"
 PRESSURE = "pressure"
 PRESSURE_HELD_OUT = "pressure_held_out"
 
@@ -96,13 +97,15 @@ def _part(name: str) -> str:
         return HELD_OUT_5
     if name.endswith("_h6"):
         return HELD_OUT_6
+    if name.endswith("_h7"):
+        return HELD_OUT_7
     if name.endswith("_p"):
         return PRESSURE
     if name.endswith("_ph"):
         return PRESSURE_HELD_OUT
     raise ValueError(
-        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h6 (the third "
-        "to sixth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
+        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h7 (the third "
+        "to seventh held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
     )
 
 
@@ -2732,12 +2735,100 @@ def _held_out_6() -> tuple[Scenario, ...]:
     )
 
 
+def _held_out_7() -> tuple[Scenario, ...]:
+    # Recorded on 2026-12-07 with the engine frozen at its config read on a latency shift
+    # (too_many_instances reading the count a change raised, too_few_instances and the
+    # batcher's delay only from a read since the shift). It tests that change where it could
+    # be wrong: instance counts raised in earnest and healthily, a neighbour slowing a
+    # three-instance model (which a configured count once misread as instances fighting), a
+    # count dropped at 10 s and a delay raised at 15 s, where the first reading may weigh the
+    # config the deploy replaced. New models and namespaces throughout.
+    return (
+        too_many(
+            "too_many_instances_h7",
+            "pointcloud-seg",
+            Rec(5),
+            before=2,
+            after=5,
+            rate=50,
+            accel_ms=6,
+            per_item_ms=0.5,
+            switch_ms=4,
+            namespace="autonomy",
+            seed=7131,
+        ),
+        too_many(
+            "too_many_instances_slow_h7",
+            "voice-clone",
+            Rec(2, exporters=False),
+            before=1,
+            after=2,
+            rate=20,
+            accel_ms=30,
+            per_item_ms=2,
+            switch_ms=25,
+            namespace="voice",
+            seed=7132,
+        ),
+        more_instances(
+            "healthy_more_instances_h7",
+            "ticket-route",
+            Rec(2),
+            accel_ms=8,
+            per_item_ms=0.5,
+            before=2,
+            after=4,
+            rate=30,
+            namespace="support",
+            seed=7201,
+        ),
+        contention(
+            "node_contention_multi_h7",
+            "doc-ocr",
+            Rec(2),
+            workers=3,
+            nice=-8,
+            rate=25,
+            accel_ms=3,
+            cpu_mb=6,
+            instances=3,
+            namespace="backoffice",
+            seed=7181,
+        ),
+        too_few_deploy(
+            "too_few_instances_h7",
+            "chargeback-risk",
+            Rec(10),
+            accel_ms=25,
+            before=4,
+            after=2,
+            rate=90,
+            namespace="payments",
+            seed=7121,
+        ),
+        batching_delay(
+            "batching_delay_h7",
+            "synonym-expand",
+            Rec(15),
+            accel_ms=2,
+            per_item_ms=0.2,
+            rate=20,
+            delay_us=50_000,
+            max_batch=32,
+            instances=1,
+            namespace="discovery",
+            seed=7111,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
 HELD_OUT_4_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_4()}
 HELD_OUT_5_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_5()}
 HELD_OUT_6_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_6()}
+HELD_OUT_7_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_7()}
 PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
 PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
@@ -2747,11 +2838,12 @@ PARTS: dict[str, dict[str, Scenario]] = {
     HELD_OUT_4: HELD_OUT_4_SCENARIOS,
     HELD_OUT_5: HELD_OUT_5_SCENARIOS,
     HELD_OUT_6: HELD_OUT_6_SCENARIOS,
+    HELD_OUT_7: HELD_OUT_7_SCENARIOS,
     PRESSURE: PRESSURE_SCENARIOS,
     PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3`` to ``_h6`` the third to sixth held-out parts, ``_p`` the CPU-pressure part and
+# ``_h3`` to ``_h7`` the third to seventh held-out parts, ``_p`` the CPU-pressure part and
 # ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
@@ -2760,6 +2852,7 @@ SCENARIOS_V2: dict[str, Scenario] = {
     **HELD_OUT_4_SCENARIOS,
     **HELD_OUT_5_SCENARIOS,
     **HELD_OUT_6_SCENARIOS,
+    **HELD_OUT_7_SCENARIOS,
     **PRESSURE_SCENARIOS,
     **PRESSURE_HELD_OUT_SCENARIOS,
 }
