@@ -53,6 +53,3 @@ class RecordedConfigs:
             return None
         i = bisect_right(times, at)
         return self._by_key[key][i - 1].config if i else None
-
-    def __len__(self) -> int:
-        return sum(len(reads) for reads in self._by_key.values())

@@ -59,6 +59,3 @@ class ShiftReads:
     def forget(self, key: SubjectKey) -> None:
         """Drop a subject no longer in view."""
         self._asked.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._asked)

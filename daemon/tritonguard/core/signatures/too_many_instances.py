@@ -32,11 +32,13 @@ def _device_bar(busy: float, count: int | None, t: Thresholds) -> float:
     """Return the accelerator utilisation below which its instances did not fight over it.
 
     With the instance count a change raised, ``busy`` executions in flight on ``count``
-    instances keep at least one in flight ``busy / count`` of the time; executions that wait only for the
-    device keep it busy all that time (bar the switches between them, which make the
-    bound looser, not tighter). A device idler than that idled while executions ran: they
-    waited for something else. Without the count, only a device with little idle time left
-    (``gpu_underused``) is one they fight over.
+    instances keep at least one in flight ``busy / count`` of the time, and executions that
+    wait only for the device keep it busy all that time. A device idler than that idled
+    while executions ran: they waited for something else. The switches between instances
+    are time in flight with the device not busy, so costly switches can read under the bar
+    while instances do fight: it errs toward silence, not toward naming this cause. Without
+    the count, only a device with little idle time left (``gpu_underused``) is one they
+    fight over.
     """
     return busy / count if count else t.gpu_underused
 
