@@ -7,6 +7,10 @@ asks for a read. The latency the new delay adds does: the engine lists the subje
 (``Engine.configs_wanted``) and the daemon's config loop reads it from the same Triton.
 No incident may open (the bar is above any confidence), so neither the reads at an
 incident's opening nor the refresh that follows one can be what read it.
+
+A second target's repository API stalls (behind a proxy that holds each config request past
+the client's timeout, ten models of it), and a refresh of every model is under way when the
+deploy lands: on a fleet a refresh takes minutes, and the shift's read must not wait for it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests import waiting
+from tests.fault_servers import FaultProxy, ForwardLate
+from tests.fixtures_prometheus import MetricsServer
 from tritonguard.clients.triton_api import TritonClient
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
@@ -53,8 +59,20 @@ FAST = Thresholds(
 )
 
 
+def _stalled_exposition() -> str:
+    """Ten models of a second Triton, idle: each needs a config read at every refresh."""
+    lines = ["# TYPE nv_inference_request_success counter"]
+    lines += [
+        f'nv_inference_request_success{{model="embedder-{i}",version="1"}} 0' for i in range(10)
+    ]
+    return "\n".join(lines) + "\n"
+
+
 async def test_a_deploy_between_periodic_reads_is_read_when_latency_shifts(tmp_path: Path) -> None:
-    """The raised delay is known within seconds of the shift, with the refresh five minutes off."""
+    """The raised delay is known within seconds of the shift, with the refresh five minutes off.
+
+    And while a refresh of every model is stuck on a stalled Triton (5 s a model, ten models).
+    """
     write_model(tmp_path / "repo", SPEC)
     settings = Settings(
         scrape_interval_s=0.5,
@@ -71,24 +89,36 @@ async def test_a_deploy_between_periodic_reads_is_read_when_latency_shifts(tmp_p
     async def on_events(events: list[IncidentEvent]) -> None:
         opened.extend(e for e in events if e.event == "opened")
 
-    async with TritonServer(tmp_path / "repo") as triton:
-        target = TargetSettings(
-            name="t0",
-            metrics_url=triton.metrics_url,
-            triton_url=triton.http_url,
-            namespace="ml",
-            pod="ranker-0",
-        )
+    stalled_metrics = await MetricsServer(render=_stalled_exposition).start()
+    async with TritonServer(tmp_path / "repo") as triton, FaultProxy(triton.http_url) as stalled:
+        stalled.add("GET", r"/v2/models/embedder-\d+/config", ForwardLate(8.0), times=1000)
+        targets = [
+            TargetSettings(
+                name="t0",
+                metrics_url=triton.metrics_url,
+                triton_url=triton.http_url,
+                namespace="ml",
+                pod="ranker-0",
+            ),
+            TargetSettings(
+                name="stalled",
+                metrics_url=stalled_metrics.url,
+                triton_url=stalled.url,
+                namespace="ml",
+                pod="embedder-0",
+            ),
+        ]
         engine = Engine(EngineConfig(thresholds=FAST))
         app = DaemonApp(
-            settings.model_copy(update={"targets": [target]}), engine=engine, on_events=on_events
+            settings.model_copy(update={"targets": targets}), engine=engine, on_events=on_events
         )
         reads: list[tuple[float, object]] = []
         fetch = app._config_fetcher
 
         async def counted(t: TargetSettings, model: str) -> object:
             config = await fetch(t, model)
-            reads.append((time.monotonic(), config))
+            if t.name == "t0":
+                reads.append((time.monotonic(), config))
             return config
 
         app._config_fetcher = counted  # type: ignore[assignment]  # the daemon's own, counted
@@ -108,6 +138,11 @@ async def test_a_deploy_between_periodic_reads_is_read_when_latency_shifts(tmp_p
                 ),
                 30,
                 what="a healthy baseline",
+            )
+            # A refresh of every model now: it stalls on the second Triton's ten models.
+            app.refresh_model_configs()
+            await waiting.wait_for(
+                lambda: len(stalled.faulted()) > 0, 10, what="the refresh reaching the stall"
             )
             first_reads = len(reads)
             async with TritonClient(triton.http_url) as client:
@@ -133,3 +168,4 @@ async def test_a_deploy_between_periodic_reads_is_read_when_latency_shifts(tmp_p
                 await load
             app.request_stop("test finished")
             await asyncio.wait_for(task, timeout=15)
+            await stalled_metrics.stop()

@@ -263,11 +263,10 @@ class DaemonApp:
         self._stored_shape: tuple[int, int] | None = None
         self._configs_known: set[tuple[str, str]] = set()
         self._config_wanted = asyncio.Event()
-        # Every model's config is read again at the next pass of the config loop.
-        self._refresh_all = True
         # The configs of subjects whose latency shifted (Engine.configs_wanted), read apart
         # from the periodic refresh of every model.
         self._shift_reads: dict[tuple[str, str], TargetSettings] = {}
+        self._shift_wanted = asyncio.Event()
         # Set by a source poll that brought samples: the evaluator runs on it.
         self._scraped = asyncio.Event()
         self._log = get_logger("tritonguard.daemon")
@@ -753,19 +752,20 @@ class DaemonApp:
             await self._playbooks.drain()
 
     async def _model_config_loop(self) -> None:
-        due = 0.0
         while not self.supervisor.stopping.is_set():
             self._config_wanted.clear()
-            if self._refresh_all or time.monotonic() >= due:
-                self._refresh_all = False
-                self._shift_reads.clear()  # the refresh reads them with every other model
-                await self._refresh_configs()
-                due = time.monotonic() + self.settings.model_config_refresh_s
-            elif self._shift_reads:
-                await self._read_shifted()
+            await self._refresh_configs()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, due - time.monotonic())):
+                async with asyncio.timeout(self.settings.model_config_refresh_s):
                     await self._config_wanted.wait()
+
+    async def _shift_reads_loop(self) -> None:
+        # Apart from the refresh of every model, which on a fleet takes minutes and runs again
+        # after incident events: a shift's read must not wait behind it.
+        while not self.supervisor.stopping.is_set():
+            await self._shift_wanted.wait()
+            self._shift_wanted.clear()
+            await self._read_shifted()
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, waking early when the daemon stops."""
@@ -800,11 +800,10 @@ class DaemonApp:
         return True
 
     def _want_configs(self) -> None:
-        self._refresh_all = True
         self._config_wanted.set()
 
     def _ask_shift_reads(self, subjects: list[Subject]) -> None:
-        """Queue a config read for each subject whose latency shifted (the config loop reads).
+        """Queue a config read for each subject whose latency shifted (a loop of its own reads).
 
         A deploy through the repository API between periodic reads leaves the config in
         force unknown when the causes need it (shift_reads.py). The queue is bounded: past
@@ -818,7 +817,7 @@ class DaemonApp:
             if target is not None and len(self._shift_reads) < MAX_SHIFT_READS:
                 self._shift_reads[(target.name, subject.model)] = target
         if self._shift_reads:
-            self._config_wanted.set()
+            self._shift_wanted.set()
 
     async def _read_shifted(self) -> None:
         """Read the queued configs, a few at a time (each bounded by ``triton_timeout_s``)."""
@@ -1063,6 +1062,7 @@ class DaemonApp:
         if self.discovery is not None:
             sup.add("discovery", self.discovery.run, stage=STAGE_SOURCES)
         sup.add("model-configs", self._model_config_loop, stage=STAGE_SOURCES)
+        sup.add("config-reads-on-shift", self._shift_reads_loop, stage=STAGE_SOURCES)
         sup.add("evaluator", self._evaluator_loop, stage=STAGE_EVALUATOR)
         if self.baselines is not None:
             # The task takes the saved baselines back first, in a thread, then saves.
