@@ -37,7 +37,7 @@ from tritonguard.runtime.audit_store import AuditStore
 
 pytestmark = pytest.mark.live
 
-DELAY_US = 20_000
+DELAY_US = 100_000
 PLAYBOOK = """
 name: lower-delay
 when: {causes: [batching_delay]}
@@ -73,7 +73,7 @@ class Outcome:
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonServer, Path]]:
-    """Yield a real Triton serving ``ranker`` (20 ms batcher delay) and its stall file."""
+    """Yield a real Triton serving ``ranker`` (100 ms batcher delay) and its stall file."""
     repo = tmp_path_factory.mktemp("repo")
     stall = tmp_path_factory.mktemp("stall") / "stall-ranker"
     install(repo, ModelSpec(name="ranker", dynamic_batching=DynamicBatching(DELAY_US)), stall)

@@ -23,7 +23,7 @@ from tritonguard.runtime.audit_store import AuditStore
 
 pytestmark = pytest.mark.live
 
-DELAY_US = 20_000
+DELAY_US = 100_000
 # The fix lowers the batcher's delay; the synthetic metrics keep showing the queue, so the
 # verify step fails once it is judged and the change must come off the real server.
 PLAYBOOK = """
@@ -43,7 +43,7 @@ verify:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
-    """Yield a real Triton in explicit mode serving ``ranker`` with a 20 ms batcher delay."""
+    """Yield a real Triton in explicit mode serving ``ranker`` with a 100 ms batcher delay."""
     repo = tmp_path_factory.mktemp("repo")
     write_model(repo, ModelSpec(name="ranker", dynamic_batching=DynamicBatching(DELAY_US)))
     with TritonServer(repo) as srv:

@@ -276,7 +276,8 @@ class Thresholds(BaseModel):
         0.7,
         description=(
             "Accelerator utilisation below this had idle time: instances slowed there did not "
-            "fight over it."
+            "fight over it. Used only without a change that raised the instance count; with "
+            "one, the bar is the occupancy the executions imply (busy / count, a bound)."
         ),
     )
     cpu_saturated: float = Field(
