@@ -25,29 +25,23 @@ import pytest
 from tests import waiting
 from tests.fault_servers import FaultProxy, ForwardLate
 from tests.fixtures_prometheus import MetricsServer
+
+# The rollout test's model (6 ms + 0.4 ms an item behind a 0.5 ms batcher delay), its input
+# and the delay its deploy raises.
+from tests.integration.test_rollout_end_to_end import MODEL, RAISED_US, SHAPE, SPEC
 from tritonguard.clients.triton_api import TritonClient
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.core.findings import IncidentEvent
 from tritonguard.core.thresholds import Thresholds
 from tritonguard.lab.loadgen import LoadGenerator, LoadSpec, Segment
-from tritonguard.lab.repository import Behaviour, DynamicBatching, ModelSpec, write_model
+from tritonguard.lab.repository import write_model
 from tritonguard.lab.triton_server import TritonServer
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.settings import Settings, TargetSettings
 
 pytestmark = pytest.mark.live
 
-MODEL = "ranker"
-SHAPE = (1, 32)
-RAISED_US = 150_000
 KEY = ("ml", "ranker-0", MODEL)
-SPEC = ModelSpec(
-    MODEL,
-    max_batch_size=16,
-    input_dims=(32,),
-    dynamic_batching=DynamicBatching(500, (2, 4)),
-    behaviour=Behaviour(accel_ms=6, accel_ms_per_item=0.4),
-)
 FAST = Thresholds(
     # 10/s in a 4 s window: forty requests a reading, none of them a batch that fills.
     rate_window_s=4.0,
