@@ -23,6 +23,7 @@ import multiprocessing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.detection_eval import FIXTURES, VARIANTS, label_configs, traces
 from tritonguard.core.engine import Engine, EngineConfig
@@ -49,9 +50,8 @@ class Label:
     end: float
 
     @classmethod
-    def read(cls, path: Path) -> Label:
-        """Read NAME.labels.json."""
-        raw = json.loads(path.read_text())
+    def of(cls, raw: dict[str, Any]) -> Label:
+        """Return the label NAME.labels.json holds, parsed."""
         return cls(
             str(raw["model"]),
             raw.get("cause"),
@@ -179,13 +179,15 @@ Job = tuple[str, Path, str, float]
 def collect(job: Job) -> tuple[list[Point], list[Point]]:
     """Replay one trace under one variant; return its judged findings and opened incidents."""
     name, directory, variant, eval_interval = job
-    label = Label.read(directory / f"{name}.labels.json")
+    raw = json.loads((directory / f"{name}.labels.json").read_text())
+    label = Label.of(raw)
     engine = Engine(EngineConfig())
     samples = VARIANTS[variant](list(_trace(directory / f"{name}.om.gz")))
     findings: list[Point] = []
     incidents: list[Point] = []
-    reads = label_configs(json.loads((directory / f"{name}.labels.json").read_text()))
-    for t, events in drive(engine, samples, eval_interval_s=eval_interval, configs=reads):
+    for t, events in drive(
+        engine, samples, eval_interval_s=eval_interval, configs=label_configs(raw)
+    ):
         for key, diagnosis in engine.last_diagnoses.items():
             if key[2] != label.model or not diagnosis.findings:
                 continue

@@ -516,7 +516,7 @@ class DaemonApp:
         shape = (len(store), store.generation)
         if shape == self._stored_shape:
             return
-        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        by_identity = self._tritons_by_identity()
         if not by_identity:
             return
         self._stored_shape = shape
@@ -778,7 +778,7 @@ class DaemonApp:
     # ---- model configs ----------------------------------------------------------------------
     def _note_models(self, result: PollResult) -> None:
         # By the identity subjects carry, so series read from Prometheus find their pod too.
-        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        by_identity = self._tritons_by_identity()
         if not by_identity:
             return
         new = False
@@ -802,6 +802,10 @@ class DaemonApp:
     def _want_configs(self) -> None:
         self._config_wanted.set()
 
+    def _tritons_by_identity(self) -> dict[tuple[str, str], TargetSettings]:
+        """Return the targets with a repository API, by the identity their subjects carry."""
+        return {t.identity: t for t in self.known_targets() if t.triton_url}
+
     def _ask_shift_reads(self, subjects: list[Subject]) -> None:
         """Queue a config read for each subject whose latency shifted (a loop of its own reads).
 
@@ -811,7 +815,7 @@ class DaemonApp:
         """
         if not subjects:
             return
-        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        by_identity = self._tritons_by_identity()
         for subject in subjects:
             target = by_identity.get((subject.namespace, subject.pod))
             if target is not None and len(self._shift_reads) < MAX_SHIFT_READS:
@@ -888,7 +892,7 @@ class DaemonApp:
         change; the config loop then reads again on its own, and the change comes with an
         update.
         """
-        by_identity = {t.identity: t for t in self.known_targets() if t.triton_url}
+        by_identity = self._tritons_by_identity()
         wanted = {
             (target.name, e.subject.model): target
             for e in opened
