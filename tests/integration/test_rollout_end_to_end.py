@@ -99,11 +99,13 @@ async def _kubectl(kubeconfig: Path, *args: str) -> str:
     return out.decode()
 
 
-async def client_latency_ms(url: str, requests: int = 24) -> tuple[float, float]:
-    """Return the median and p99 latency real clients see, at a low, steady rate.
+async def client_latency_ms(url: str, requests: int = 40) -> tuple[float, float]:
+    """Return the median and 90th percentile of the latency real clients see, at a low rate.
 
-    The p99 of 24 requests is their slowest, which one stall of a loaded machine sets; the
-    median is what the batcher's delay moves.
+    Not the slowest request: on a loaded machine one stall sets it, and a healthy "tail" that
+    is one stall long would make any raised tail look small. The 90th percentile of 40 is the
+    fourth slowest, which takes four stalls to move; the median is what the batcher's delay
+    moves.
     """
     client = aioclient.InferenceServerClient(url.removeprefix("http://"))
     tensor = httpclient.InferInput("INPUT0", list(SHAPE), "FP32")
@@ -120,7 +122,7 @@ async def client_latency_ms(url: str, requests: int = 24) -> tuple[float, float]
             tasks.append(asyncio.create_task(one()))
             await asyncio.sleep(0.05)
         seen = await asyncio.gather(*tasks)
-        return float(np.median(seen)), float(np.percentile(seen, 99))
+        return float(np.median(seen)), float(np.percentile(seen, 90))
     finally:
         await client.close()
 
@@ -237,7 +239,7 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
                 20,
                 what="the first config reads",
             )
-            healthy_median, healthy_p99 = await client_latency_ms(a.http_url)
+            healthy_median, healthy_p90 = await client_latency_ms(a.http_url)
             # The rollout: revision 2's image ships the raised delay.
             patch = [
                 {
@@ -300,7 +302,7 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             async with TritonClient(c.http_url) as triton:
                 live = await triton.model_config(MODEL)
             assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 500
-            recovered_median, recovered_p99 = await client_latency_ms(c.http_url)
+            recovered_median, recovered_p90 = await client_latency_ms(c.http_url)
             assert fake_kube.replicas("Deployment", NS, "triton-a") == 2
             await waiting.wait_for(
                 lambda: bool(fake_slack.roots_in("tritonguard-alerts")), 10, what="Slack"
@@ -309,11 +311,18 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             assert f"batching_delay on {NS}/{MODEL} on {new_pod}" in root.text
             # The root as first posted, while the incident was open (the revert resolves
             # it within seconds, and the resolved root is drawn from the audit row).
-            [posted] = [
+            # Only this incident's: under a loaded CI node another pod may open an incident of
+            # its own, which is not what this test is about.
+            roots = [
                 c.params
                 for c in fake_slack.calls
-                if c.method == "chat.postMessage" and not c.params.get("thread_ts")
+                if c.method == "chat.postMessage"
+                and c.error is None
+                and not c.params.get("thread_ts")
+                and new_pod in str(c.params.get("text"))
             ]
+            assert len(roots) == 1, [r.get("text") for r in roots]
+            [posted] = roots
             blocks = json.dumps(posted.get("blocks"), ensure_ascii=False)
             assert "*Rolled out*" in blocks and "Deployment triton-a revision 2" in blocks
             assert "`dynamic_batching.max_queue_delay_microseconds`: 500 → 150,000" in blocks
@@ -341,11 +350,15 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             assert ("Pod", new_pod, "IncidentOpened") in seen
             assert ("Deployment", "triton-a", "IncidentOpened") in seen
             assert ("Deployment", "triton-a", "ActionRan") in seen
-            [opened_note] = [
+            opened_notes = [
                 e["message"]
                 for e in listed["items"]
-                if e["reason"] == "IncidentOpened" and e["involvedObject"]["kind"] == "Pod"
+                if e["reason"] == "IncidentOpened"
+                and e["involvedObject"]["kind"] == "Pod"
+                and e["involvedObject"]["name"] == new_pod
             ]
+            assert len(opened_notes) == 1, opened_notes
+            [opened_note] = opened_notes
             assert "by Deployment triton-a revision 2" in opened_note
         finally:
             await stop(*loads)
@@ -353,14 +366,18 @@ async def test_a_rollout_that_raises_the_batch_delay_is_named_reverted_scaled_an
             await asyncio.wait_for(task, timeout=15)
     took = time.monotonic() - started
     print(
-        f"p99: {healthy_p99:.0f} ms healthy (client), {raised_p99:.0f} ms at the incident "
-        f"(the daemon's evidence), {recovered_p99:.0f} ms after the revert (client); median "
+        f"p90: {healthy_p90:.0f} ms healthy (client), {recovered_p90:.0f} ms after the revert "
+        f"(client); p99 {raised_p99:.0f} ms at the incident (the daemon's evidence); median "
         f"{healthy_median:.0f} ms healthy, {recovered_median:.0f} ms after the revert; "
         f"diagnosed {detected_s:.1f} s after the rollout; {took:.0f} s in all"
+    )
+    measured = (
+        f"healthy median {healthy_median:.1f} ms, p90 {healthy_p90:.1f} ms; raised p99 "
+        f"{raised_p99:.1f} ms; recovered median {recovered_median:.1f} ms"
     )
     # Relative to what this run measured, so a loaded machine's slower requests pass while a
     # revert that changed nothing still fails: at a low steady rate the raised delay holds
     # each request in the batcher for up to RAISED_US, the reverted one for 0.5 ms.
-    assert raised_p99 > 2 * healthy_p99, "the fault raised the tail"
-    assert recovered_median < RAISED_US / 1000 / 2, "the revert took the batcher's wait out"
-    assert recovered_median < 4 * healthy_median + 25.0, "back near where it was before"
+    assert raised_p99 > 2 * healthy_p90, f"the fault raised the tail ({measured})"
+    assert recovered_median < RAISED_US / 1000 / 2, f"the revert took the wait out ({measured})"
+    assert recovered_median < 4 * healthy_median + 25.0, f"back near where it was ({measured})"
