@@ -548,7 +548,7 @@ class DaemonApp:
                 summary=event.summary,
             )
         self._say_unexplained(self.engine.newly_unexplained)
-        self._ask_shift_reads(self.engine.configs_wanted)
+        self._queue_config_reads(self.engine.configs_wanted)
         return events
 
     def _say_unexplained(self, newly: list[Diagnosis]) -> None:
@@ -726,8 +726,10 @@ class DaemonApp:
             started = time.monotonic()
             self._scraped.clear()
             events = self.evaluate()
-            if events:
-                self._want_configs()
+            # The models an incident moved on are read again (a resolved one may have been
+            # fixed by hand), not every model: on a fleet each event would start a refresh of
+            # thousands. An opening's model is read as it is dispatched.
+            self._queue_config_reads([e.subject for e in events if e.event != "opened"])
             self._observe_leadership()
             await self.dispatch(events, self.engine.last_evaluated or self.clock())
             await self._sleep(gap - (time.monotonic() - started))
@@ -806,7 +808,7 @@ class DaemonApp:
         """Return the targets with a repository API, by the identity their subjects carry."""
         return {t.identity: t for t in self.known_targets() if t.triton_url}
 
-    def _ask_shift_reads(self, subjects: list[Subject]) -> None:
+    def _queue_config_reads(self, subjects: list[Subject]) -> None:
         """Queue a config read for each subject whose latency shifted (a loop of its own reads).
 
         A deploy through the repository API between periodic reads leaves the config in
@@ -889,7 +891,7 @@ class DaemonApp:
         Bounded by ``OPENING_READS_S`` (or ``triton_timeout_s`` when shorter) for all of them
         together, since the evaluator waits: an overloaded Triton, the case being diagnosed,
         answers late. A read that does not come back in time leaves its incident without a
-        change; the config loop then reads again on its own, and the change comes with an
+        change; the loop of shift reads then reads it again, and the change comes with an
         update.
         """
         by_identity = self._tritons_by_identity()
@@ -906,7 +908,7 @@ class DaemonApp:
                 await asyncio.gather(*reads, return_exceptions=True)
         except TimeoutError:
             self._log.warning("config reads at incident opening timed out", models=len(wanted))
-            self._want_configs()
+            self._queue_config_reads([e.subject for e in opened])
         for e in opened:
             e.change = self.engine.change_before(e.subject, e.opened_at)
 

@@ -136,8 +136,9 @@ class TritonDirectory:
 class PlaybookService:
     """The daemon's hooks into the playbook stage (``DaemonApp(playbooks=...)``).
 
-    Every record the stage writes is logged, counted (``on_records``) and, when it changed a
-    server for real, reported through ``on_change`` (the daemon re-reads model configs). At
+    Every record the stage writes is logged, counted (``on_records``) and, when a Triton action
+    changed a server for real, reported through ``on_change`` (the daemon re-reads model
+    configs). At
     shutdown :meth:`drain` waits for work in flight; the supervisor cancels it when the grace
     period is over.
     """
@@ -297,7 +298,14 @@ class PlaybookService:
                 guard=r.guard,
                 reason=r.reason,
             )
-            changed = changed or (r.status in ("ran", "rolled_back") and not r.dry_run)
+            # Only Triton's actions change a model config; a post or a scale changes none
+            # (a new pod's models are read as they appear), and on a fleet each re-read of
+            # every config is thousands of requests.
+            changed = changed or (
+                r.action.startswith("triton.")
+                and r.status in ("ran", "rolled_back")
+                and not r.dry_run
+            )
         if self.threads is not None:
             self.threads.observe_records([r for r in records if r.status not in APPROVAL_STATUSES])
         for observe in self._observers:
