@@ -19,30 +19,15 @@ from typing import Any
 from tests import waiting
 from tests.fakes.fake_slack import FakeSlack
 from tests.fixtures_prometheus import MetricsServer
+from tests.integration.test_daemon_playbooks import FAST, NOTIFY, slack_of
 from tests.synthetic_triton import BatchingTriton
 from tritonguard.core.engine import Engine, EngineConfig
-from tritonguard.core.thresholds import Thresholds
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import build_service
-from tritonguard.settings import Settings, SlackSettings, TargetSettings
+from tritonguard.settings import Settings, TargetSettings
 
-FAST = Thresholds(
-    rate_window_s=1.5,
-    stale_after_min_s=2.0,
-    hold_s=0.5,
-    resolve_after_s=1.0,
-    resolve_after_scrapes=2.0,
-)
 IDLE_TARGETS = 40
 IDLE_MODELS = 10
-NOTIFY = """
-name: tell-the-batcher-story
-when: {causes: [batching_delay]}
-guards: {dry_run: false, cooldown: 1h}
-steps:
-  - action: slack.post
-    params: {channel: "#tritonguard-alerts", text: "{{ model }} waits in the batcher"}
-"""
 
 
 def _idle_exposition() -> str:
@@ -164,9 +149,7 @@ async def test_a_post_that_ran_reads_no_config(tmp_path: Path, fake_slack: FakeS
     books = tmp_path / "books"
     books.mkdir()
     (books / "notify.yaml").write_text(NOTIFY)
-    slack = SlackSettings(
-        token=fake_slack.token, channel="#tritonguard-alerts", base_url=fake_slack.base_url
-    )
+    slack = slack_of(fake_slack)
     async with fleet() as (_, urls):
         s = _settings(tmp_path, urls, playbook_dirs=[books], slack=slack, dry_run=False)
         engine = Engine(EngineConfig(thresholds=FAST))
