@@ -8,6 +8,9 @@ and too_many_instances reads the instance count the change raised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from tests.unit.synthetic import (
     START,
     Phase,
@@ -38,14 +41,17 @@ def _config(count: int) -> dict[str, object]:
     }
 
 
-def _reads(before: int, after: int) -> RecordedConfigs:
+def _read_list(before: int, after: int) -> list[ConfigRead]:
     """Return the lab's reads: the served config at the start, the deployed one after the onset."""
-    return RecordedConfigs(
-        [
-            ConfigRead(START, SUBJECT, _config(before)),
-            ConfigRead(ONSET + 1.0, SUBJECT, _config(after)),
-        ]
-    )
+    return [
+        ConfigRead(START, SUBJECT, _config(before)),
+        ConfigRead(ONSET + 1.0, SUBJECT, _config(after)),
+    ]
+
+
+def _reads(before: int, after: int) -> RecordedConfigs:
+    """Return the lab's reads as a replay answers them."""
+    return RecordedConfigs(_read_list(before, after))
 
 
 def _contended(gpu_after: float | None) -> dict[str, str]:
@@ -113,23 +119,37 @@ def test_a_device_idler_than_its_executions_imply_vetoes_the_raised_count() -> N
     assert _first(events, "too_many_instances") is None
 
 
+class _Asked(RecordedConfigs):
+    """The lab's reads, noting when the engine asked for one."""
+
+    def __init__(self, reads: list[ConfigRead]) -> None:
+        super().__init__(reads)
+        self.asked: list[float] = []
+
+    def answer(self, subject: Subject, at: float) -> Mapping[str, Any] | None:
+        """Answer as the recording does; remember the time of asking."""
+        self.asked.append(at)
+        return super().answer(subject, at)
+
+
 def test_a_replay_knows_a_later_config_only_once_the_engine_asks() -> None:
     """A healthy model never asks: the lab's read after the onset stays unseen, as in the daemon."""
     healthy = triton_model([Phase(BASE_N + 36, rps=30, infer_ms=12, queue_ms=2)], interval=IV)
     engine = Engine()
-    asked: list[float] = []
-    for at, _ in drive(engine, samples_of(healthy, interval=IV), configs=_reads(1, 3)):
-        asked += [at] * len(engine.configs_wanted)
+    reads = _Asked(_read_list(1, 3))
+    for _ in drive(engine, samples_of(healthy, interval=IV), configs=reads):
+        pass
     config = engine.model_config(KEY)
-    assert asked == []
+    assert reads.asked == []
     assert config is not None and config.instance_count == 1
 
     engine = Engine()
-    for at, _ in drive(engine, samples_of(_contended(55), interval=IV), configs=_reads(1, 3)):
-        asked += [at] * len(engine.configs_wanted)
+    reads = _Asked(_read_list(1, 3))
+    for _ in drive(engine, samples_of(_contended(55), interval=IV), configs=reads):
+        pass
     config = engine.model_config(KEY)
     assert config is not None and config.instance_count == 3
-    assert asked and ONSET <= asked[0] <= ONSET + 2 * IV
+    assert reads.asked and ONSET <= reads.asked[0] <= ONSET + 2 * IV
 
 
 def test_a_stale_count_does_not_hide_saturated_instances() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -148,6 +149,10 @@ async def _watch(
             if client is not None:
                 await _learn_configs(engine, client, seen, triton)
             events.extend(engine.evaluate(now))
+            if engine.configs_wanted:
+                # A shifting model's reading waits for its config, as in the daemon.
+                await _answer_asks(engine, client)
+                events.extend(engine.evaluate(now))
             if time.monotonic() >= deadline:
                 break
             await asyncio.sleep(interval)
@@ -177,6 +182,21 @@ async def _learn_configs(
         except TritonError:
             continue  # the config is a refinement; the diagnosis stands without it
         engine.note_model_config(Subject(t.namespace, model, t.identity[1]), config)
+
+
+async def _answer_asks(engine: Engine, client: TritonClient | None) -> None:
+    """Read the configs the engine asked for; tell it of each that did not come."""
+    from tritonguard.clients.triton_api import TritonError  # noqa: PLC0415 - the HTTP clients load only for this command
+
+    for subject in engine.configs_wanted:
+        config = None
+        if client is not None:
+            with contextlib.suppress(TritonError):
+                config = await client.model_config(subject.model)
+        if config is None:
+            engine.config_unanswered(subject)
+        else:
+            engine.note_model_config(subject, config)
 
 
 def _ms(v: float | None) -> str:

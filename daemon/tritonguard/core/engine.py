@@ -28,6 +28,10 @@ from tritonguard.core.unexplained import NamelessRuns, Unexplained
 
 # The counter whose newest point is a subject's newest Triton scrape.
 SUCCESS = "nv_inference_request_success"
+# How long a subject's judgment waits for the config read it asked for when its latency
+# began to shift, at most. The repository API answers in milliseconds; one that does not
+# answer within a second (an overloaded server, the case being diagnosed) is judged without.
+CONFIG_WAIT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class Engine:
         self._known: set[SubjectKey] = set()
         # The newest Triton scrape each subject was judged on (see ``evaluate``).
         self._judged_at: dict[SubjectKey, float] = {}
+        # Subjects whose judgment waits for the config read they asked for, since when.
+        self._awaiting: dict[SubjectKey, float] = {}
         self.last_evaluated: float | None = None
         self.evaluations = 0
         self.last_diagnoses: dict[SubjectKey, Diagnosis] = {}
@@ -138,6 +144,7 @@ class Engine:
         opening after it is said to follow. ``at`` defaults to the last evaluation's time.
         """
         key = (subject.namespace, subject.pod, subject.model)
+        self._awaiting.pop(key, None)
         when = at if at is not None else (self.last_evaluated or 0.0)
         born = self.store.index("nv_inference_request_success").by_subject.get(key, ())
         change = self.changes.read(
@@ -152,6 +159,10 @@ class Engine:
         if change is not None:
             self.book.config_read(subject)
         return change
+
+    def config_unanswered(self, subject: Subject) -> None:
+        """Note that an asked-for config read brought nothing: judge the subject without it."""
+        self._awaiting.pop((subject.namespace, subject.pod, subject.model), None)
 
     def note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> bool:
         """Remember the workload revision a pod runs (discovery saw it); True when news.
@@ -361,6 +372,11 @@ class Engine:
                     # Stale data says nothing of its latency now: no longer counted as up.
                     self.nameless.forget(key)
                 continue
+            asked = self._awaiting.get(key)
+            if asked is not None:
+                if 0.0 <= now - asked < CONFIG_WAIT_S:
+                    continue
+                del self._awaiting[key]
             if newest is not None:
                 judged[key] = newest
             due.append(key)
@@ -405,6 +421,11 @@ class Engine:
             room=len(self.configs_wanted) < MAX_PER_EVALUATION,
         ):
             self.configs_wanted.append(ctx.subject)
+            # Judged once the read is in (this scrape is still due): with the config the
+            # deploy replaced, the first reading of the shift would weigh the wrong delay.
+            self._awaiting[key] = now
+            self._judged_at.pop(key, None)
+            return []
         if derived.fast is not None:
             derived.fast.config_read_at = ctx.config_read_at
         change = self.change_before(ctx.subject, now)

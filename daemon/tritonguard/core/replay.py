@@ -80,20 +80,24 @@ def drive(
         if next_eval is None:
             next_eval = t
         if t >= next_eval:
-            yield t, engine.evaluate(t)
-            next_eval = t + eval_interval_s
-            if configs is not None:
+            events = engine.evaluate(t)
+            if engine.configs_wanted:
                 _answer(engine, configs, t)
+                events += engine.evaluate(t)
+            yield t, events
+            next_eval = t + eval_interval_s
     if last_t is not None and engine.last_evaluated != last_t:
         yield last_t, engine.evaluate(last_t)
 
 
-def _answer(engine: Engine, configs: RecordedConfigs, t: float) -> None:
+def _answer(engine: Engine, configs: RecordedConfigs | None, t: float) -> None:
     """Give the engine the configs it asked for, as a Triton asked at ``t`` would return them."""
     for subject in engine.configs_wanted:
-        config = configs.answer(subject, t)
+        config = configs.answer(subject, t) if configs is not None else None
         if config is not None:
             engine.note_model_config(subject, config, at=t)
+        else:
+            engine.config_unanswered(subject)
 
 
 def _ts(s: Sample) -> float:

@@ -712,7 +712,10 @@ class DaemonApp:
                 interval_s=source.interval_s,
             )
             previous = started
-            if result.samples or (source is self.features_source and result.ok):
+            # Counting what a scrape stored itself: the fused path hands on no samples, and
+            # without it the evaluator woke only every evaluation_interval_s (5 s), judging
+            # one scrape in two or three at a 2 s scrape.
+            if result.ingested or (source is self.features_source and result.ok):
                 self._scraped.set()
             await self._sleep(source.interval_s - (time.monotonic() - started))
 
@@ -809,11 +812,12 @@ class DaemonApp:
         return {t.identity: t for t in self.known_targets() if t.triton_url}
 
     def _queue_config_reads(self, subjects: list[Subject]) -> None:
-        """Queue a config read for each subject whose latency shifted (a loop of its own reads).
+        """Queue a config read for each subject (a loop of its own reads).
 
         A deploy through the repository API between periodic reads leaves the config in
-        force unknown when the causes need it (shift_reads.py). The queue is bounded: past
-        it a subject asks again a window later.
+        force unknown when the causes need it (shift_reads.py): a subject whose latency
+        shifted waits for its read to be judged, so one that cannot be read (no repository
+        API, or past the bounded queue) is told at once to go on without it.
         """
         if not subjects:
             return
@@ -822,17 +826,28 @@ class DaemonApp:
             target = by_identity.get((subject.namespace, subject.pod))
             if target is not None and len(self._shift_reads) < MAX_SHIFT_READS:
                 self._shift_reads[(target.name, subject.model)] = target
+            else:
+                self.engine.config_unanswered(subject)
         if self._shift_reads:
             self._shift_wanted.set()
 
     async def _read_shifted(self) -> None:
-        """Read the queued configs, a few at a time (each bounded by ``triton_timeout_s``)."""
+        """Read the queued configs, a few at a time (each bounded by ``triton_timeout_s``).
+
+        Then evaluate at once: the subjects waiting for these reads are judged with them.
+        """
         pending, self._shift_reads = self._shift_reads, {}
         gate = asyncio.Semaphore(SHIFT_READ_CONCURRENCY)
 
         async def read(target: TargetSettings, model: str) -> None:
-            async with gate:
-                await self._read_config(target, model)
+            noted = False
+            try:
+                async with gate:
+                    noted = await self._read_config(target, model)
+            finally:
+                if not noted:
+                    ns, pod = target.identity
+                    self.engine.config_unanswered(Subject(namespace=ns, model=model, pod=pod))
 
         results = await asyncio.gather(
             *(read(target, model) for (_, model), target in pending.items()),
@@ -846,6 +861,7 @@ class DaemonApp:
                 of=len(pending),
                 error=str(failed[0]),
             )
+        self._scraped.set()
 
     def refresh_model_configs(self) -> None:
         """Re-read model configs soon (a playbook changed one)."""
@@ -860,13 +876,14 @@ class DaemonApp:
             for model in sorted(models):
                 await self._read_config(target, model)
 
-    async def _read_config(self, target: TargetSettings, model: str) -> None:
+    async def _read_config(self, target: TargetSettings, model: str) -> bool:
+        """Read one model's config into the engine; return whether one came back."""
         # The read holds what the server had when it was asked: a periodic read and one at
         # an incident's opening may race, and the slower must not pass for the newer.
         asked = self.clock()
         config = await self._config_fetcher(target, model)
         if config is None:
-            return
+            return False
         # Keyed like the target's subjects: a Triton outside Kubernetes is its instance.
         ns, pod = target.identity
         subject = Subject(namespace=ns, model=model, pod=pod)
@@ -882,6 +899,7 @@ class DaemonApp:
         if (target.name, model) not in self._configs_known:
             self._configs_known.add((target.name, model))
             self._log.info("model config read", target=target.name, model=model)
+        return True
 
     async def _name_changes(self, opened: list[IncidentEvent]) -> None:
         """Read the configs of newly opened incidents' models, so each names what changed.
