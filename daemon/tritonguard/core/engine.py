@@ -353,6 +353,10 @@ class Engine:
         would let a single scrape's reading pass for two, as a fleet's targets, scraped at
         different moments, each wake the evaluation. Between its scrapes a subject keeps its
         diagnosis until its data goes stale, when it is dropped as a stale one is.
+
+        A subject listed in ``configs_wanted`` is judged on a later call, once its read is in
+        (``note_model_config``) or known not to come (``config_unanswered``), or
+        ``CONFIG_WAIT_S`` after it asked: the caller answers, then evaluates again.
         """
         events: list[IncidentEvent] = []
         self.store.expire(now)
@@ -421,8 +425,8 @@ class Engine:
             room=len(self.configs_wanted) < MAX_PER_EVALUATION,
         ):
             self.configs_wanted.append(ctx.subject)
-            # Judged once the read is in (this scrape is still due): with the config the
-            # deploy replaced, the first reading of the shift would weigh the wrong delay.
+            # Judged once the read is in (this scrape stays due): against the config a deploy
+            # replaced, the first reading of the shift would weigh the wrong delay or count.
             self._awaiting[key] = now
             self._judged_at.pop(key, None)
             return []

@@ -138,9 +138,8 @@ class PlaybookService:
 
     Every record the stage writes is logged, counted (``on_records``) and, when a Triton action
     changed a server for real, reported through ``on_change`` (the daemon re-reads model
-    configs). At
-    shutdown :meth:`drain` waits for work in flight; the supervisor cancels it when the grace
-    period is over.
+    configs). At shutdown :meth:`drain` waits for work in flight; the supervisor cancels it
+    when the grace period is over.
     """
 
     def __init__(
