@@ -21,6 +21,7 @@ from tests.fakes.fake_slack import FakeSlack
 from tests.fixtures_prometheus import MetricsServer
 from tests.integration.test_daemon_playbooks import FAST, NOTIFY, slack_of
 from tests.synthetic_triton import BatchingTriton
+from tritonguard.core.action_records import ActionRecord, Status
 from tritonguard.core.engine import Engine, EngineConfig
 from tritonguard.runtime.daemon_app import DaemonApp
 from tritonguard.runtime.playbook_service import build_service
@@ -174,3 +175,68 @@ async def test_a_post_that_ran_reads_no_config(tmp_path: Path, fake_slack: FakeS
     assert fake_slack.roots_in("tritonguard-alerts")
     after = reads.since(before)
     assert set(after) == {("t0", "ranker")}, sorted(after)[:5]
+
+
+def _record(action: str, status: Status = "ran", *, dry_run: bool = False) -> ActionRecord:
+    return ActionRecord(
+        at=0.0,
+        incident_id="inc-1",
+        event="opened",
+        playbook="p",
+        subject="search/embedder-3/embedder-3",
+        action=action,
+        params={},
+        dry_run=dry_run,
+        status=status,
+    )
+
+
+def test_only_a_triton_action_that_changed_a_server_reports_its_subject(tmp_path: Path) -> None:
+    """A real Triton change hands its subject's key on; a post, a plan or a failure, nothing."""
+    s = Settings(audit_db_path=tmp_path / "audit.sqlite3", listen="127.0.0.1:0")
+    service = build_service(s, Engine(EngineConfig()))
+    told: list[str] = []
+    service.on_change = told.append
+    try:
+        key = "search/embedder-3/embedder-3"
+        service.stage.report(key, [_record("slack.post"), _record("kubernetes.scale")])
+        service.stage.report(key, [_record("triton.update_config", dry_run=True)])
+        service.stage.report(key, [_record("triton.update_config", "failed")])
+        assert told == []
+        service.stage.report(key, [_record("triton.revert_config", "rolled_back")])
+        service.stage.report(key, [_record("triton.update_config")])
+        assert told == [key, key]
+    finally:
+        service.stage.store.close()
+
+
+async def test_a_changed_subject_re_reads_its_own_model_and_a_group_its_pods(
+    tmp_path: Path,
+) -> None:
+    """After a Triton action the subject's config is read, not every model of every pod.
+
+    A fleet group's subject (pod ``*``) reads the model on every pod of its namespace that
+    serves it. Before, any action that ran started a refresh of all 401 configs.
+    """
+    reads = Reads()
+    async with fleet() as (_, urls):
+        settings = _settings(tmp_path, urls)
+        app = DaemonApp(settings, config_fetcher=reads.fetch)
+        task = asyncio.create_task(app.run(install_signals=False))
+        try:
+            before = await _first_refresh(reads)
+            app.refresh_model_configs("search/embedder-3/embedder-3")
+            await waiting.wait_for(lambda: reads.since(before), 5, what="the subject's read")
+            await asyncio.sleep(0.5)
+            assert set(reads.since(before)) == {("idle-3", "embedder-3")}
+            before = reads.counts.copy()
+            app.refresh_model_configs("search/*/embedder-7")
+            every = {(f"idle-{i}", "embedder-7") for i in range(IDLE_TARGETS)}
+            await waiting.wait_for(
+                lambda: set(reads.since(before)) == every, 5, what="the group's reads"
+            )
+            await asyncio.sleep(0.5)
+            assert set(reads.since(before)) == every
+        finally:
+            app.request_stop("test finished")
+            await asyncio.wait_for(task, timeout=15)

@@ -863,9 +863,25 @@ class DaemonApp:
             )
         self._scraped.set()
 
-    def refresh_model_configs(self) -> None:
-        """Re-read model configs soon (a playbook changed one)."""
-        self._want_configs()
+    def refresh_model_configs(self, subject_key: str | None = None) -> None:
+        """Re-read model configs soon: a playbook changed the subject's (every model's if None).
+
+        ``subject_key`` is ``Subject.key()``; a fleet group's (pod ``*``) names every pod of
+        its namespace serving the model.
+        """
+        if subject_key is None:
+            self._want_configs()
+            return
+        ns, pod, model = subject_key.split("/", 2)
+        self._queue_config_reads(
+            [
+                Subject(namespace=t_ns, model=model, pod=t_pod)
+                for target in self.known_targets()
+                if model in self._models.get(target.name, ())
+                for t_ns, t_pod in (target.identity,)
+                if t_ns == ns and pod in ("*", t_pod)
+            ]
+        )
 
     async def _refresh_configs(self) -> None:
         targets = {t.name: t for t in self.known_targets()}

@@ -137,8 +137,8 @@ class PlaybookService:
     """The daemon's hooks into the playbook stage (``DaemonApp(playbooks=...)``).
 
     Every record the stage writes is logged, counted (``on_records``) and, when a Triton action
-    changed a server for real, reported through ``on_change`` (the daemon re-reads model
-    configs). At shutdown :meth:`drain` waits for work in flight; the supervisor cancels it
+    changed a server for real, reported through ``on_change`` with the subject's key (the
+    daemon re-reads its model configs). At shutdown :meth:`drain` waits for work in flight; the supervisor cancels it
     when the grace period is over.
     """
 
@@ -151,7 +151,7 @@ class PlaybookService:
         elector: LeaderElector | None = None,
         reloader: PlaybookReloader | None = None,
         closers: Iterable[Callable[[], Any]] = (),
-        on_change: Callable[[], None] | None = None,
+        on_change: Callable[[str], None] | None = None,
         threads: SlackThreads | None = None,
         tritons: TritonDirectory | None = None,
         approvals: Approvals | None = None,
@@ -298,8 +298,8 @@ class PlaybookService:
                 reason=r.reason,
             )
             # Only Triton's actions change a model config; a post or a scale changes none
-            # (a new pod's models are read as they appear), and on a fleet each re-read of
-            # every config is thousands of requests.
+            # (a new pod's models are read as they appear), and on a fleet a re-read of
+            # every config is thousands of requests: the subject's are read again.
             changed = changed or (
                 r.action.startswith("triton.")
                 and r.status in ("ran", "rolled_back")
@@ -310,7 +310,7 @@ class PlaybookService:
         for observe in self._observers:
             observe(records)
         if changed and self.on_change is not None:
-            self.on_change()
+            self.on_change(subject)
 
     async def drain(self) -> None:
         """Wait for everything in flight; if cancelled (grace over), cancel it and return."""
@@ -363,7 +363,7 @@ def build_service(
     engine: Engine,
     *,
     clock: Callable[[], float] = time.time,
-    on_change: Callable[[], None] | None = None,
+    on_change: Callable[[str], None] | None = None,
     guard_settings: GuardSettings | None = None,
     alerts: AlertBook | None = None,
 ) -> PlaybookService:
