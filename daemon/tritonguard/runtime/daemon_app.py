@@ -869,10 +869,11 @@ class DaemonApp:
         ``subject_key`` is ``Subject.key()``; a fleet group's (pod ``*``) names every pod of
         its namespace serving the model.
         """
-        if subject_key is None:
+        parts = (subject_key or "").split("/", 2)
+        if len(parts) != 3:
             self._want_configs()
             return
-        ns, pod, model = subject_key.split("/", 2)
+        ns, pod, model = parts
         self._queue_config_reads(
             [
                 Subject(namespace=t_ns, model=model, pod=t_pod)
