@@ -18,6 +18,9 @@ class ModelConfig:
     has_warmup: bool
     max_queue_size: int | None
     default_timeout_us: float | None
+    # The kind every instance group has ("KIND_GPU", "KIND_CPU", ...); None when the groups
+    # differ or none is listed (Triton then picks a GPU if it has one).
+    instance_kind: str | None = None
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -35,6 +38,7 @@ def parse_model_config(config: Mapping[str, Any]) -> ModelConfig:
     delay = _int(db.get("max_queue_delay_microseconds")) if batching and db is not None else None
     policy = db.get("default_queue_policy") if batching and db is not None else None
     count: int | None = None
+    kinds: set[str] = set()
     groups = config.get("instance_group")
     if isinstance(groups, list) and groups:
         count = 0
@@ -43,6 +47,8 @@ def parse_model_config(config: Mapping[str, Any]) -> ModelConfig:
             gpus = g.get("gpus") if isinstance(g, Mapping) else None
             # KIND_GPU groups place `count` instances on every listed GPU.
             count += n * (len(gpus) if isinstance(gpus, list) and gpus else 1)
+            kind = g.get("kind") if isinstance(g, Mapping) else None
+            kinds.add(kind if isinstance(kind, str) and kind.startswith("KIND_") else "")
     warmup = config.get("model_warmup")
     return ModelConfig(
         max_batch_size=_int(config.get("max_batch_size")),
@@ -56,4 +62,15 @@ def parse_model_config(config: Mapping[str, Any]) -> ModelConfig:
             if isinstance(policy, Mapping)
             else None
         ),
+        instance_kind=(next(iter(kinds)) or None) if len(kinds) == 1 else None,
     )
+
+
+def instance_group_snippet(count: int, kind: str | None) -> str:
+    """Return the ``instance_group`` to paste for ``count`` instances of the model's own kind.
+
+    Without a known kind the line is left out, and Triton picks one (a GPU if it has one):
+    writing KIND_GPU into a CPU model's config would make its load fail.
+    """
+    kind_line = f"\n    kind: {kind}" if kind else ""
+    return f"instance_group [\n  {{\n    count: {count}{kind_line}\n  }}\n]"

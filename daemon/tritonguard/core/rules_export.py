@@ -217,7 +217,7 @@ CAUSE_TEXT: dict[str, CauseText] = {
         "Raise instance_group.count by one (Triton applies an instance-count-only change in "
         "place) while the accelerator has headroom; otherwise scale replicas. Autoscale on "
         "queue time or pending requests rather than CPU.",
-        "instance_group [\n  {\n    count: <current + 1>\n    kind: KIND_GPU\n  }\n]",
+        "instance_group [\n  {\n    count: <current + 1>\n  }\n]",
     ),
     "too_many_instances": CauseText(
         "instances fight over the accelerator",
@@ -226,7 +226,7 @@ CAUSE_TEXT: dict[str, CauseText] = {
         "Lower instance_group.count (toward half): the instances contend for one saturated "
         "accelerator. Get throughput from dynamic batching, lower precision (FP16/INT8) or "
         "kernel optimisation instead of more instances.",
-        "instance_group [\n  {\n    count: <current / 2>\n    kind: KIND_GPU\n  }\n]",
+        "instance_group [\n  {\n    count: <current / 2>\n  }\n]",
     ),
     "cold_start": CauseText(
         "first requests after a deploy, load or scale-out waited behind cold executions",

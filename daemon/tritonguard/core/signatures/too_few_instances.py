@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.model_config import instance_group_snippet
 from tritonguard.core.signatures.context import (
     BESIDE_GATE,
     GATE,
@@ -94,7 +95,7 @@ def check(ctx: Context) -> Finding | None:
     ):
         conf -= 0.15  # timeouts and retries point at a storm amplifying the load
     n = count or max(1, round(f.busy_instances))
-    snippet = f"instance_group [\n  {{\n    count: {n + 1}\n    kind: KIND_GPU\n  }}\n]"
+    snippet = instance_group_snippet(n + 1, cfg.instance_kind if cfg is not None else None)
     text = (
         f"Raise instance_group.count from {n} to {n + 1} (Triton applies an instance-count-only "
         "change in place) while the accelerator has headroom; otherwise scale replicas. "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonguard.core.findings import Finding, Fix
+from tritonguard.core.model_config import instance_group_snippet
 from tritonguard.core.signatures.context import (
     BESIDE_GATE,
     GATE,
@@ -116,7 +117,7 @@ def check(ctx: Context) -> Finding | None:
     n = count or max(2, round(f.busy_instances))
     # Back to the count that ran well when a change raised it; otherwise halve toward it.
     target = before if before is not None else max(1, n // 2)
-    snippet = f"instance_group [\n  {{\n    count: {target}\n    kind: KIND_GPU\n  }}\n]"
+    snippet = instance_group_snippet(target, cfg.instance_kind if cfg is not None else None)
     toward = f"back to {target}, as before the change" if before is not None else f"toward {target}"
     text = (
         f"Lower instance_group.count (from {n} {toward}): the instances contend for one "
