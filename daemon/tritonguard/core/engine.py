@@ -143,7 +143,7 @@ class Engine:
         Return the change since the subject's previous read, if any: it is what an incident
         opening after it is said to follow. ``at`` defaults to the last evaluation's time.
         """
-        key = (subject.namespace, subject.pod, subject.model)
+        key = self._key(subject)
         self._awaiting.pop(key, None)
         when = at if at is not None else (self.last_evaluated or 0.0)
         born = self.store.index("nv_inference_request_success").by_subject.get(key, ())
@@ -154,7 +154,7 @@ class Engine:
             newborn=any(s.born is not None for s in born) or self._rolled_out(subject, when),
         )
         parsed = parse_model_config(config)
-        self._configs[(subject.namespace, subject.pod, subject.model)] = parsed
+        self._configs[key] = parsed
         self._configs[(subject.namespace, "", subject.model)] = parsed
         if change is not None:
             self.book.config_read(subject)
@@ -162,7 +162,7 @@ class Engine:
 
     def config_unanswered(self, subject: Subject) -> None:
         """Note that an asked-for config read brought nothing: judge the subject without it."""
-        self._awaiting.pop((subject.namespace, subject.pod, subject.model), None)
+        self._awaiting.pop(self._key(subject), None)
 
     def note_rollout(self, namespace: str, pod: str, rollout: RolloutChange) -> bool:
         """Remember the workload revision a pod runs (discovery saw it); True when news.
