@@ -160,12 +160,21 @@ def _counts(scores: list[Score]) -> dict[str, int]:
     return {v: sum(1 for s in scores if s.verdict == v) for v in VERDICTS}
 
 
+def p90(ordered: list[float]) -> float:
+    """Return the nearest-rank 90th percentile of sorted values: the ceil(0.9 n)-th of n.
+
+    The smallest value that at least 90 % of the values do not exceed. In integers, since
+    0.9 n in floating point may land a hair above a whole rank (ten values: the ninth).
+    """
+    return ordered[(9 * len(ordered) + 9) // 10 - 1]
+
+
 def _delays(scores: list[Score]) -> tuple[float | None, float | None]:
     """Return the median and the nearest-rank p90 of the right diagnoses' delays."""
     delays = sorted(s.delay_s for s in scores if s.verdict == "right" and s.delay_s is not None)
     if not delays:
         return None, None
-    return statistics.median(delays), delays[min(len(delays) - 1, int(0.9 * len(delays)))]
+    return statistics.median(delays), p90(delays)
 
 
 def _seconds(value: float | None) -> str:

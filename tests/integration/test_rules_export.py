@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks.detection_eval import DEADLINE_S, VARIANTS, score
+from benchmarks.detection_eval import DEADLINE_S, VARIANTS, p90, score
 from tests.unit.synthetic import Phase, triton_model
 from tritonguard.cli.main import main
 from tritonguard.core.findings import CAUSES
@@ -630,12 +630,12 @@ def report(results: Sequence[Measured]) -> str:
         ]
         second = sum(len(m.fired) > 1 for m in mine)
         median = f"{statistics.median(delays):.0f}" if delays else "-"
-        p90 = f"{delays[min(len(delays) - 1, int(0.9 * len(delays)))]:.0f}" if delays else "-"
+        tail = f"{p90(delays):.0f}" if delays else "-"
         rows.append(
             f"{variant}: agree with the engine on {sum(m.agrees for m in mine)}/{len(mine)}; "
             f"rules {counts['right']} right, {counts['late']} late, {counts['wrong']} wrong, "
             f"{counts['silent']} silent, {alarms} false alarms; a second cause on {second}; "
-            f"delay median {median} s, p90 {p90} s; of {len(diffs)} diagnosed by both, "
+            f"delay median {median} s, p90 {tail} s; of {len(diffs)} diagnosed by both, "
             f"{sum(d == 0 for d in diffs)} at the same scrape, {sum(d > 0 for d in diffs)} later "
             f"(at most {max(diffs, default=0)} s), {sum(d < 0 for d in diffs)} earlier "
             f"(at most {-min(diffs, default=0)} s)"

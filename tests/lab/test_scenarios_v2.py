@@ -24,6 +24,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_6_SCENARIOS,
     HELD_OUT_7,
     HELD_OUT_7_SCENARIOS,
+    HELD_OUT_8,
+    HELD_OUT_8_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     PRESSURE,
@@ -47,6 +49,7 @@ DIR_PART = {
     "held_out_5": HELD_OUT_5,
     "held_out_6": HELD_OUT_6,
     "held_out_7": HELD_OUT_7,
+    "held_out_8": HELD_OUT_8,
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
@@ -66,6 +69,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         HELD_OUT_5,
         HELD_OUT_6,
         HELD_OUT_7,
+        HELD_OUT_8,
         PRESSURE,
         PRESSURE_HELD_OUT,
     }
@@ -77,6 +81,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         len(HELD_OUT_5_SCENARIOS),
         len(HELD_OUT_6_SCENARIOS),
         len(HELD_OUT_7_SCENARIOS),
+        len(HELD_OUT_8_SCENARIOS),
         len(PRESSURE_SCENARIOS),
         len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
@@ -141,6 +146,7 @@ LATE_SCENARIOS = [
     *HELD_OUT_5_SCENARIOS.values(),
     *HELD_OUT_6_SCENARIOS.values(),
     *HELD_OUT_7_SCENARIOS.values(),
+    *HELD_OUT_8_SCENARIOS.values(),
 ]
 
 
@@ -216,6 +222,34 @@ def test_the_seventh_held_out_part_tests_the_config_read_on_a_shift() -> None:
     assert {s.exporters for s in scenarios} == {True, False}
 
 
+def test_the_eighth_held_out_part_tests_judging_at_every_scrape_with_the_read_config() -> None:
+    """Seven ``_h8`` scenarios: the deploy causes, a reload, a storm and a night, 2-15 s.
+
+    Where a shift judged once its config read is in, at every scrape, could open early or on
+    the config the deploy replaced: a delay raised (10 s, no summaries), a count dropped (5 s,
+    no exporters), a new version cold (5 s), reloads through the API beside a neighbour, inputs
+    grown (no summaries), a storm at Prometheus' default 15 s and traffic falling at night.
+    """
+    scenarios = list(HELD_OUT_8_SCENARIOS.values())
+    assert all(s.name.endswith("_h8") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    assert causes == Counter(
+        {
+            "batching_delay": 1,
+            "too_few_instances": 1,
+            "cold_start": 1,
+            "model_reload": 1,
+            "memory_copy": 1,
+            "retry_storm": 1,
+            None: 1,
+        }
+    )
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 2, 5, 5, 10, 15]
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+    assert {s.exporters for s in scenarios} == {True, False}
+    assert any(s.background_hog is not None for s in scenarios)
+
+
 @pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)
 def test_a_third_held_out_fault_phase_lets_the_deadline_bind(scenario: Scenario) -> None:
     """Three deadlines plus a scrape each fit the fault phase, after eight healthy scrapes."""
@@ -243,7 +277,8 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
 
 
 @pytest.mark.parametrize(
-    "part", [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, PRESSURE_HELD_OUT]
+    "part",
+    [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, HELD_OUT_8, PRESSURE_HELD_OUT],
 )
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
@@ -254,7 +289,16 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
 
 @pytest.mark.parametrize(
     "part",
-    [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, PRESSURE, PRESSURE_HELD_OUT],
+    [
+        HELD_OUT_3,
+        HELD_OUT_4,
+        HELD_OUT_5,
+        HELD_OUT_6,
+        HELD_OUT_7,
+        HELD_OUT_8,
+        PRESSURE,
+        PRESSURE_HELD_OUT,
+    ],
 )
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]

@@ -112,3 +112,33 @@ def test_cold_start_when_the_pods_other_exporters_are_seen_before_triton() -> No
         events.extend(evs)
     opened = [e for e in events if e.event == "opened" and e.subject.model == label["model"]]
     assert opened and opened[0].cause == "cold_start", [(e.cause, e.at) for e in opened]
+
+
+def test_reload_churn_opens_on_the_scrape_that_confirms_its_second_reload() -> None:
+    """Reloads counted from finished bursts need no second evaluation to open.
+
+    The repository is rewritten every 15 s at a 2 s scrape. The second reload's cold burst
+    counts once a warm scrape follows it; that scrape is the confirmation a second
+    evaluation would give, so the incident opens on the evaluation that first reads the
+    churn (before: one scrape later, +24 s).
+    """
+    label = json.loads((TRACES / "model_reload.labels.json").read_text())
+    engine = Engine()
+    first_read: float | None = None
+    opened: list[IncidentEvent] = []
+    for t, evs in drive(engine, load_trace(TRACES / "model_reload.om.gz")):
+        opened += [e for e in evs if e.event == "opened" and e.subject.model == label["model"]]
+        reading = [
+            f
+            for d in engine.last_diagnoses.values()
+            if d.subject.model == label["model"]
+            for f in d.findings
+            if f.cause == "model_reload" and f.confidence >= engine.t.open_confidence
+        ]
+        if first_read is None and reading:
+            assert all(f.settled for f in reading)
+            first_read = t
+    assert opened and opened[0].cause == "model_reload", [(e.cause, e.at) for e in opened]
+    assert first_read is not None
+    assert opened[0].at == first_read
+    assert opened[0].at - label["onset"] <= 22.5

@@ -22,6 +22,24 @@ def test_finding_must_hold_before_opening() -> None:
     assert [e.event for e in evs] == ["opened"]
 
 
+def test_a_settled_reading_opens_on_its_first_evaluation() -> None:
+    """A reading whose evidence a later scrape already confirmed needs no second evaluation."""
+    book = IncidentBook(Thresholds())
+    settled = Finding("model_reload", S, 0.8, "reloads", {}, Fix("explicit mode"), settled=True)
+    evs = book.observe(S, [settled], 0.0, 2.0, recovered=False)
+    assert [(e.event, e.cause) for e in evs] == [("opened", "model_reload")]
+
+
+def test_a_settled_reading_still_waits_for_a_stronger_one_forming() -> None:
+    """A settled reading does not open past a stronger cause that is still on its hold."""
+    book = IncidentBook(Thresholds())
+    settled = Finding("model_reload", S, 0.7, "reloads", {}, Fix("explicit mode"), settled=True)
+    both = [settled, finding("retry_storm", 0.85)]
+    assert book.observe(S, both, 0.0, 2.0, recovered=False) == []
+    evs = book.observe(S, both, 2.0, 2.0, recovered=False)
+    assert [(e.event, e.cause) for e in evs] == [("opened", "retry_storm")]
+
+
 def test_a_stronger_reading_forming_waits_out_its_hold_before_a_weaker_one_opens() -> None:
     """An overload read first, a retry storm a scrape later: the storm opens, not the overload."""
     book = IncidentBook(Thresholds())

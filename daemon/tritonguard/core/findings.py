@@ -97,6 +97,10 @@ class Finding:
     summary: str
     evidence: dict[str, Evidence]
     fix: Fix
+    # The reading rests only on signs a later scrape already confirmed (a burst of cold
+    # executions counts as a reload once a warm scrape follows it): a second evaluation
+    # would add nothing to it, so the incident book does not wait for one.
+    settled: bool = False
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:

@@ -170,12 +170,13 @@ class IncidentBook:
 
     def _held(self, st: _SubjectState, now: float, interval_s: float) -> Finding | None:
         slow = interval_s >= self.t.hold_single_scrape_s
-        need = 1 if slow else self.t.hold_evaluations
-        hold = 0.0 if slow else self.t.hold_s
+        # A settled reading already rests on a scrape after its evidence: it holds at once.
         held = [
             c.last
             for c in st.candidates.values()
-            if c.evaluations >= need and now - c.since >= hold
+            if slow
+            or c.last.settled
+            or (c.evaluations >= self.t.hold_evaluations and now - c.since >= self.t.hold_s)
         ]
         if not held:
             return None

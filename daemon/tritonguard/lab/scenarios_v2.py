@@ -19,6 +19,7 @@ TUNING, HELD_OUT, HELD_OUT_3, HELD_OUT_4 = "tuning", "held_out", "held_out_3", "
 HELD_OUT_5 = "held_out_5"
 HELD_OUT_6 = "held_out_6"
 HELD_OUT_7 = "held_out_7"
+HELD_OUT_8 = "held_out_8"
 PRESSURE = "pressure"
 PRESSURE_HELD_OUT = "pressure_held_out"
 
@@ -99,13 +100,15 @@ def _part(name: str) -> str:
         return HELD_OUT_6
     if name.endswith("_h7"):
         return HELD_OUT_7
+    if name.endswith("_h8"):
+        return HELD_OUT_8
     if name.endswith("_p"):
         return PRESSURE
     if name.endswith("_ph"):
         return PRESSURE_HELD_OUT
     raise ValueError(
-        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h7 (the third "
-        "to seventh held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
+        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h8 (the third "
+        "to eighth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
     )
 
 
@@ -2822,6 +2825,110 @@ def _held_out_7() -> tuple[Scenario, ...]:
     )
 
 
+def _held_out_8() -> tuple[Scenario, ...]:
+    # Recorded on 2026-12-07 with the engine frozen where a shift's judgment waits for the
+    # config read it asked for and every scrape wakes the evaluator (de94aa8). One scenario
+    # per cause that a deploy or a config change brings, plus the two that need no config, a
+    # retry storm and a healthy night, at intervals from 2 s to 15 s and with sources missing:
+    # where a judgment held for a read, or evaluated at every scrape, could open too early or
+    # on the config the deploy replaced. New models and namespaces throughout.
+    return (
+        batching_delay(
+            "batching_delay_h8",
+            "lyrics-align",
+            Rec(10, summaries=False),
+            accel_ms=40,
+            per_item_ms=4,
+            rate=12,
+            delay_us=120_000,
+            max_batch=16,
+            instances=1,
+            namespace="music",
+            seed=8111,
+        ),
+        too_few_deploy(
+            "too_few_instances_h8",
+            "parcel-dims",
+            Rec(5, exporters=False),
+            accel_ms=18,
+            before=3,
+            after=1,
+            rate=70,
+            namespace="warehouse",
+            seed=8121,
+        ),
+        new_version(
+            "cold_start_h8",
+            "menu-ocr",
+            Rec(5, summaries=False),
+            warmup=False,
+            accel_ms=15,
+            per_item_ms=1,
+            instances=2,
+            rate=20,
+            cold_execs=5,
+            cold_ms=2500,
+            decay=0.6,
+            namespace="restaurants",
+            seed=8141,
+        ),
+        reload_api(
+            "model_reload_api_h8",
+            "bid-shade",
+            Rec(2, hog=LIGHT_ONE),
+            every_s=18,
+            rate=30,
+            accel_ms=5,
+            per_item_ms=0.4,
+            instances=2,
+            init_ms=800,
+            cold_execs=4,
+            cold_ms=300,
+            namespace="adtech",
+            seed=8171,
+        ),
+        memory_copy(
+            "memory_copy_h8",
+            "pathology-tile",
+            Rec(2, summaries=False),
+            accel_ms=4,
+            rate=25,
+            small=16_384,
+            large=2_000_000,
+            copy_passes=0,
+            namespace="pathology",
+            seed=8161,
+        ),
+        retry_storm(
+            "retry_storm_h8",
+            "geo-resolve",
+            Rec(15),
+            accel_ms=40,
+            instances=1,
+            base_rate=15,
+            burst_rate=45,
+            burst_s=8,
+            after_rate=18,
+            timeout_s=0.5,
+            retries=2,
+            namespace="maps",
+            seed=8191,
+        ),
+        night(
+            "healthy_night_h8",
+            "email-spam",
+            Rec(2),
+            accel_ms=5,
+            per_item_ms=0.5,
+            instances=1,
+            start=50,
+            end=8,
+            namespace="mail",
+            seed=8201,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
@@ -2829,6 +2936,7 @@ HELD_OUT_4_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_4()}
 HELD_OUT_5_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_5()}
 HELD_OUT_6_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_6()}
 HELD_OUT_7_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_7()}
+HELD_OUT_8_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_8()}
 PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
 PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
@@ -2839,11 +2947,12 @@ PARTS: dict[str, dict[str, Scenario]] = {
     HELD_OUT_5: HELD_OUT_5_SCENARIOS,
     HELD_OUT_6: HELD_OUT_6_SCENARIOS,
     HELD_OUT_7: HELD_OUT_7_SCENARIOS,
+    HELD_OUT_8: HELD_OUT_8_SCENARIOS,
     PRESSURE: PRESSURE_SCENARIOS,
     PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3`` to ``_h7`` the third to seventh held-out parts, ``_p`` the CPU-pressure part and
+# ``_h3`` to ``_h8`` the third to eighth held-out parts, ``_p`` the CPU-pressure part and
 # ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
@@ -2853,6 +2962,7 @@ SCENARIOS_V2: dict[str, Scenario] = {
     **HELD_OUT_5_SCENARIOS,
     **HELD_OUT_6_SCENARIOS,
     **HELD_OUT_7_SCENARIOS,
+    **HELD_OUT_8_SCENARIOS,
     **PRESSURE_SCENARIOS,
     **PRESSURE_HELD_OUT_SCENARIOS,
 }

@@ -60,14 +60,14 @@ def check(ctx: Context) -> Finding | None:
     events = _telling([e for e in ctx.reload_events if ctx.now - e[0] <= t.period_lookback_s], t)
     # One deploy leaves several signs at once (a new version's series, a reset, a load time),
     # and a range read may see them a scrape apart: churn is reloads that recur.
-    reloads = occurrences(
+    signed = occurrences(
         [at for at, kind in events if kind != COLD_TAIL], max(t.burst_merge_s, 1.5 * f.interval_s)
     )
     # A scrape with cold executions in its compute tail is one reload: at coarse scrapes
     # reloads land in successive scrapes and would merge into one. One reload may spill
     # into a second scrape, so n such scrapes count as n - 1 reloads.
     tails = sum(1 for _, kind in events if kind == COLD_TAIL)
-    reloads = max(reloads, tails - 1)
+    reloads = max(signed, tails - 1)
     if not periodic and reloads < t.reload_min_events:
         return None
     if not periodic and not ctx.symptom.up:
@@ -131,6 +131,10 @@ def check(ctx: Context) -> Finding | None:
         "reload_events": GATE if reloads >= t.reload_min_events else 0.1,
         "load_vs_baseline": 0.05,
     }
+    # Reloads counted from finished signs alone (a burst is one once a warm scrape follows
+    # it; a reset, a new version's series or a load time is a fact of its scrape) are
+    # settled: the scrape that confirmed the last of them is already in. The periodic path
+    # and the compute-tail count each rest on a scrape nothing has followed yet.
     return Finding(
         CAUSE,
         ctx.subject,
@@ -138,4 +142,5 @@ def check(ctx: Context) -> Finding | None:
         summary,
         weigh(ev, weights),
         Fix(text, "", "--model-control-mode=explicit --repository-poll-secs=0"),
+        settled=signed >= t.reload_min_events,
     )
