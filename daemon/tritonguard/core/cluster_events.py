@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tritonguard.core.action_records import ActionRecord
-from tritonguard.core.findings import IncidentEvent
+from tritonguard.core.findings import IncidentEvent, Subject
 from tritonguard.core.fleet_groups import GROUP_GUARDS
 
 EventType = Literal["Normal", "Warning"]
@@ -127,14 +127,6 @@ def note_for_incident(event: IncidentEvent) -> EventNote | None:
     )
 
 
-def _subject_parts(key: str) -> tuple[str, str, str]:
-    """Split a subject key ``namespace/pod/model`` (the model may contain slashes)."""
-    parts = key.split("/", 2)
-    while len(parts) < 3:
-        parts.append("")
-    return parts[0], parts[1], parts[2]
-
-
 def note_for_record(record: ActionRecord) -> EventNote | None:
     """Return the Event of a playbook decision on a pod (ran, skipped, failed, rolled back).
 
@@ -142,9 +134,10 @@ def note_for_record(record: ActionRecord) -> EventNote | None:
     records say nothing to Kubernetes.
     """
     reason_type = _RECORD_REASONS.get(record.status)
-    namespace, pod, model = _subject_parts(record.subject)
-    if reason_type is None or not pod or pod == "*":
+    subject = Subject.from_key(record.subject)
+    if reason_type is None or subject is None or not subject.pod:
         return None
+    namespace, pod, model = subject.namespace, subject.pod, subject.model
     if record.status == "skipped" and record.guard == "leader":
         return None  # another replica acts, and tells Kubernetes itself
     if record.status == "skipped" and record.guard in GROUP_GUARDS:

@@ -35,6 +35,18 @@ class Subject:
         """Return a stable string key, e.g. for cooldowns and audit rows."""
         return f"{self.namespace}/{self.pod or '*'}/{self.model}"
 
+    @classmethod
+    def from_key(cls, key: str) -> Subject | None:
+        """Return the subject a ``key()`` names (pod ``*``: every pod), None if it names none.
+
+        The model is the rest after the second slash, since a model name may hold slashes.
+        """
+        parts = key.split("/", 2)
+        if len(parts) != 3 or not parts[0] or not parts[2]:
+            return None
+        namespace, pod, model = parts
+        return cls(namespace, model, "" if pod == "*" else pod)
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:

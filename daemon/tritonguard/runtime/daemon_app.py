@@ -869,18 +869,17 @@ class DaemonApp:
         ``subject_key`` is ``Subject.key()``; a fleet group's (pod ``*``) names every pod of
         its namespace serving the model.
         """
-        parts = (subject_key or "").split("/", 2)
-        if len(parts) != 3:
+        changed = Subject.from_key(subject_key) if subject_key is not None else None
+        if changed is None:
             self._want_configs()
             return
-        ns, pod, model = parts
         self._queue_config_reads(
             [
-                Subject(namespace=t_ns, model=model, pod=t_pod)
+                Subject(namespace=t_ns, model=changed.model, pod=t_pod)
                 for target in self.known_targets()
-                if model in self._models.get(target.name, ())
+                if changed.model in self._models.get(target.name, ())
                 for t_ns, t_pod in (target.identity,)
-                if t_ns == ns and pod in ("*", t_pod)
+                if t_ns == changed.namespace and changed.pod in ("", t_pod)
             ]
         )
 
