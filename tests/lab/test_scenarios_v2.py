@@ -53,6 +53,17 @@ DIR_PART = {
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
+# The parts recorded after the first two, each with models of its own.
+LATE_PARTS = (
+    HELD_OUT_3,
+    HELD_OUT_4,
+    HELD_OUT_5,
+    HELD_OUT_6,
+    HELD_OUT_7,
+    HELD_OUT_8,
+    PRESSURE,
+    PRESSURE_HELD_OUT,
+)
 LABEL_FILES = sorted(TRACES_V2.glob("*/*.labels.json"))
 # Recorded before its generator dropped the conversion pass (see its comment in scenarios_v2):
 # the trace holds 25/s of 8 MB inputs with one pass, the generator now says 20/s, 10 MB, none.
@@ -61,18 +72,7 @@ STALE = {"memory_copy_vision_t"}
 
 def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
     """Every part is selectable by name, and no scenario is in two parts."""
-    assert set(PARTS) == {
-        TUNING,
-        HELD_OUT,
-        HELD_OUT_3,
-        HELD_OUT_4,
-        HELD_OUT_5,
-        HELD_OUT_6,
-        HELD_OUT_7,
-        HELD_OUT_8,
-        PRESSURE,
-        PRESSURE_HELD_OUT,
-    }
+    assert set(PARTS) == {TUNING, HELD_OUT, *LATE_PARTS}
     sizes = [
         len(TUNING_SCENARIOS),
         len(HELD_OUT_SCENARIOS),
@@ -276,10 +276,7 @@ def test_a_third_held_out_model_is_built_as_its_parameters_declare(scenario: Sce
     assert (scenario.background_hog is None) == (hog is None)
 
 
-@pytest.mark.parametrize(
-    "part",
-    [HELD_OUT_3, HELD_OUT_4, HELD_OUT_5, HELD_OUT_6, HELD_OUT_7, HELD_OUT_8, PRESSURE_HELD_OUT],
-)
+@pytest.mark.parametrize("part", [p for p in LATE_PARTS if p != PRESSURE])
 def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> None:
     """Its models (and their namespaces' pods) are new, so nothing was tuned on their shape."""
     others = {m.name for p, ss in PARTS.items() if p != part for s in ss.values() for m in s.models}
@@ -287,19 +284,7 @@ def test_a_late_held_out_part_serves_models_no_other_part_serves(part: str) -> N
     assert not new & others
 
 
-@pytest.mark.parametrize(
-    "part",
-    [
-        HELD_OUT_3,
-        HELD_OUT_4,
-        HELD_OUT_5,
-        HELD_OUT_6,
-        HELD_OUT_7,
-        HELD_OUT_8,
-        PRESSURE,
-        PRESSURE_HELD_OUT,
-    ],
-)
+@pytest.mark.parametrize("part", LATE_PARTS)
 def test_the_recorder_selects_a_late_held_out_part(
     part: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
