@@ -26,6 +26,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_7_SCENARIOS,
     HELD_OUT_8,
     HELD_OUT_8_SCENARIOS,
+    HELD_OUT_9,
+    HELD_OUT_9_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     PRESSURE,
@@ -50,6 +52,7 @@ DIR_PART = {
     "held_out_6": HELD_OUT_6,
     "held_out_7": HELD_OUT_7,
     "held_out_8": HELD_OUT_8,
+    "held_out_9": HELD_OUT_9,
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
@@ -61,6 +64,7 @@ LATE_PARTS = (
     HELD_OUT_6,
     HELD_OUT_7,
     HELD_OUT_8,
+    HELD_OUT_9,
     PRESSURE,
     PRESSURE_HELD_OUT,
 )
@@ -82,6 +86,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         len(HELD_OUT_6_SCENARIOS),
         len(HELD_OUT_7_SCENARIOS),
         len(HELD_OUT_8_SCENARIOS),
+        len(HELD_OUT_9_SCENARIOS),
         len(PRESSURE_SCENARIOS),
         len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
@@ -136,7 +141,7 @@ def test_the_fourth_held_out_cpu_bottleneck_holds_the_server_to_its_quota() -> N
     assert scenario.enforce_cpu_quota
     assert scenario.params["cpu_quota_enforced"] is True
     assert scenario.params["cpu_demand_cores"] > 1.5 * scenario.params["cpu_quota_cores"]
-    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith(("_h4", "_h6"))]
+    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith(("_h4", "_h6", "_h9"))]
     assert not any(s.enforce_cpu_quota or "cpu_quota_enforced" in s.params for s in earlier)
 
 
@@ -147,6 +152,7 @@ LATE_SCENARIOS = [
     *HELD_OUT_6_SCENARIOS.values(),
     *HELD_OUT_7_SCENARIOS.values(),
     *HELD_OUT_8_SCENARIOS.values(),
+    *HELD_OUT_9_SCENARIOS.values(),
 ]
 
 
@@ -247,6 +253,35 @@ def test_the_eighth_held_out_part_tests_judging_at_every_scrape_with_the_read_co
     assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 2, 5, 5, 10, 15]
     assert {s.summary_latencies for s in scenarios} == {True, False}
     assert {s.exporters for s in scenarios} == {True, False}
+    assert any(s.background_hog is not None for s in scenarios)
+
+
+def test_the_ninth_held_out_part_tests_what_production_adds_to_the_lab() -> None:
+    """Seven ``_h9`` scenarios: a canary fleet, a shared server, a cold scale-out, 2-10 s.
+
+    Where production differs most from one quiet pod: a canary on a two-pod fleet beside a
+    neighbour, a reloaded model beside another, a pod joining cold without exporters, a quota
+    reached without summaries, a neighbour without summaries, instances raised at 10 s, and a
+    warmed deploy that must stay quiet.
+    """
+    scenarios = list(HELD_OUT_9_SCENARIOS.values())
+    assert all(s.name.endswith("_h9") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    assert causes == Counter(
+        {
+            "batching_delay": 1,
+            "too_many_instances": 1,
+            "cold_start": 1,
+            "cpu_bottleneck": 1,
+            "node_contention": 1,
+            "model_reload": 1,
+            None: 1,
+        }
+    )
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 5, 5, 5, 10, 10]
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+    assert {s.exporters for s in scenarios} == {True, False}
+    assert any(len(s.models) > 1 for s in scenarios)
     assert any(s.background_hog is not None for s in scenarios)
 
 

@@ -20,6 +20,7 @@ HELD_OUT_5 = "held_out_5"
 HELD_OUT_6 = "held_out_6"
 HELD_OUT_7 = "held_out_7"
 HELD_OUT_8 = "held_out_8"
+HELD_OUT_9 = "held_out_9"
 PRESSURE = "pressure"
 PRESSURE_HELD_OUT = "pressure_held_out"
 
@@ -102,13 +103,15 @@ def _part(name: str) -> str:
         return HELD_OUT_7
     if name.endswith("_h8"):
         return HELD_OUT_8
+    if name.endswith("_h9"):
+        return HELD_OUT_9
     if name.endswith("_p"):
         return PRESSURE
     if name.endswith("_ph"):
         return PRESSURE_HELD_OUT
     raise ValueError(
-        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h8 (the third "
-        "to eighth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
+        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h9 (the third "
+        "to ninth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
     )
 
 
@@ -2929,6 +2932,121 @@ def _held_out_8() -> tuple[Scenario, ...]:
     )
 
 
+def _held_out_9() -> tuple[Scenario, ...]:
+    # Recorded on 2026-12-07 with the engine frozen where reload churn counted from finished
+    # bursts opens at once (19db221). Where production differs most from the lab's single
+    # quiet pod: a canary on a two-pod fleet beside a light neighbour, a model beside another
+    # on a server reloaded by polling, a pod joining a scale-out cold at 10 s without
+    # exporters, a quota reached at 5 s without summaries, a neighbour at 2 s without
+    # summaries, instances raised at 10 s, and a warmed deploy that must stay quiet. New
+    # models and namespaces throughout.
+    return (
+        batching_delay(
+            "batching_delay_fleet_h9",
+            "coupon-rank",
+            Rec(5, hog=LIGHT_ONE),
+            accel_ms=8,
+            per_item_ms=0.5,
+            rate=15,
+            delay_us=30_000,
+            max_batch=8,
+            fleet=True,
+            namespace="loyalty",
+            seed=9111,
+        ),
+        too_many(
+            "too_many_instances_h9",
+            "logo-detect",
+            Rec(10),
+            before=1,
+            after=4,
+            rate=80,
+            accel_ms=4,
+            per_item_ms=0.3,
+            switch_ms=8,
+            max_batch=16,
+            batching=_db(1000, 8, 16),
+            namespace="brand",
+            seed=9131,
+        ),
+        scale_out(
+            "cold_start_scaleout_h9",
+            "alttext-gen",
+            Rec(10, exporters=False),
+            warmup=False,
+            accel_ms=20,
+            per_item_ms=1,
+            instances=1,
+            rate=30,
+            cold_execs=5,
+            cold_ms=1800,
+            decay=0.6,
+            namespace="media-ai",
+            seed=9141,
+        ),
+        cpu_step(
+            "cpu_bottleneck_step_h9",
+            "pdf-render",
+            Rec(5, summaries=False),
+            instances=2,
+            cpu_mb_per_item=20,
+            accel_ms=2,
+            base_rate=10,
+            fault_rate=60,
+            quota=0.8,
+            namespace="printing",
+            seed=9151,
+            enforce=True,
+        ),
+        contention(
+            "node_contention_h9",
+            "remittance-parse",
+            Rec(2, summaries=False),
+            workers=2,
+            nice=-6,
+            rate=30,
+            accel_ms=4,
+            cpu_mb=8,
+            instances=2,
+            namespace="billing",
+            seed=9181,
+        ),
+        reload_poll(
+            "model_reload_poll_h9",
+            "rank-blend",
+            Rec(5),
+            poll=3,
+            every_s=20,
+            atomic=False,
+            rate=20,
+            accel_ms=6,
+            per_item_ms=0.5,
+            init_ms=900,
+            cold_execs=4,
+            cold_ms=400,
+            pod="triton-feed-0",
+            namespace="feed",
+            bystanders=(_by("feed-dedupe", 5, 10, 9172),),
+            seed=9171,
+        ),
+        new_version(
+            "healthy_warm_deploy_h9",
+            "quote-price",
+            Rec(2),
+            warmup=True,
+            accel_ms=12,
+            per_item_ms=1,
+            instances=2,
+            rate=25,
+            cold_execs=5,
+            cold_ms=1500,
+            decay=0.6,
+            namespace="insurance",
+            seed=9201,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
@@ -2937,6 +3055,7 @@ HELD_OUT_5_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_5()}
 HELD_OUT_6_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_6()}
 HELD_OUT_7_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_7()}
 HELD_OUT_8_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_8()}
+HELD_OUT_9_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_9()}
 PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
 PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
@@ -2948,11 +3067,12 @@ PARTS: dict[str, dict[str, Scenario]] = {
     HELD_OUT_6: HELD_OUT_6_SCENARIOS,
     HELD_OUT_7: HELD_OUT_7_SCENARIOS,
     HELD_OUT_8: HELD_OUT_8_SCENARIOS,
+    HELD_OUT_9: HELD_OUT_9_SCENARIOS,
     PRESSURE: PRESSURE_SCENARIOS,
     PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3`` to ``_h8`` the third to eighth held-out parts, ``_p`` the CPU-pressure part and
+# ``_h3`` to ``_h9`` the third to ninth held-out parts, ``_p`` the CPU-pressure part and
 # ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
@@ -2963,6 +3083,7 @@ SCENARIOS_V2: dict[str, Scenario] = {
     **HELD_OUT_6_SCENARIOS,
     **HELD_OUT_7_SCENARIOS,
     **HELD_OUT_8_SCENARIOS,
+    **HELD_OUT_9_SCENARIOS,
     **PRESSURE_SCENARIOS,
     **PRESSURE_HELD_OUT_SCENARIOS,
 }
