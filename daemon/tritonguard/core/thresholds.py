@@ -543,7 +543,9 @@ class Thresholds(BaseModel):
         2,
         description=(
             "A finding must hold over this many consecutive evaluations: one scrape's reading "
-            "can be a hiccup; two in a row cost one scrape interval."
+            "can be a hiccup; two in a row cost one scrape interval. A settled finding, whose "
+            "evidence a later scrape already confirmed (reloads counted from finished bursts), "
+            "holds at its first."
         ),
     )
     hold_single_scrape_s: float = Field(
