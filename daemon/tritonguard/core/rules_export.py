@@ -1180,12 +1180,15 @@ class _Builder:
             gap, f"{onset} - on ({BY}) max_over_time({onset}[{period}] offset {duration(iv)})"
         )
         gaps = f"{gap}[{period}]"
+        mid = f"quantile_over_time(0.5, {gaps})"
+        cv = num(t.period_max_cv)
+        # recurrence.regularity: every spacing within period_max_cv of the median spacing.
         self.record(
             f"{PREFIX}:periodic",
             known(
                 f"count_over_time({onset}[{period}]) >= {t.period_min_spikes} and on ({BY}) "
-                f"((quantile_over_time(0.75, {gaps}) - quantile_over_time(0.25, {gaps})) "
-                f"/ (quantile_over_time(0.5, {gaps}) > 0) <= {num(t.period_max_cv)})"
+                f"((max_over_time({gaps}) - {mid}) / ({mid} > 0) <= {cv}) and on ({BY}) "
+                f"(({mid} - min_over_time({gaps})) / ({mid} > 0) <= {cv})"
             ),
         )
 

@@ -440,18 +440,21 @@ class Thresholds(BaseModel):
         ),
     )
     period_min_spikes: int = Field(
-        3,
+        4,
         description=(
-            "Spikes needed to call them periodic: three make two spacings, the fewest that "
-            "can show a period."
+            "Spikes needed to call them periodic: three spacings. Two cannot tell a period "
+            "from chance: for random (Poisson) spikes the spread of two spacings is uniform "
+            "on 0-1, so any bar passes that share of random triples (35 % at "
+            "period_max_cv); three spacings pass 5 %, four 2 %."
         ),
     )
     period_max_cv: float = Field(
         0.35,
         description=(
-            "Spacing variation (coefficient of variation) allowed for a period: a job "
-            "rewriting the repository recurs within a poll interval of its period, while "
-            "random hiccups arrive as a Poisson process, whose spacing varies with CV 1."
+            "Largest deviation of a spacing from the median spacing, over the median, "
+            "allowed for a period: a job rewriting the repository recurs within a poll "
+            "interval and a scrape of its period (2-5 s of 15-20 s), while random hiccups "
+            "arrive as a Poisson process, whose spacings vary as much as their mean."
         ),
     )
     reload_min_events: int = Field(
