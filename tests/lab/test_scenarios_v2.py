@@ -28,6 +28,8 @@ from tritonguard.lab.scenarios_v2 import (
     HELD_OUT_8_SCENARIOS,
     HELD_OUT_9,
     HELD_OUT_9_SCENARIOS,
+    HELD_OUT_10,
+    HELD_OUT_10_SCENARIOS,
     HELD_OUT_SCENARIOS,
     PARTS,
     PRESSURE,
@@ -53,6 +55,7 @@ DIR_PART = {
     "held_out_7": HELD_OUT_7,
     "held_out_8": HELD_OUT_8,
     "held_out_9": HELD_OUT_9,
+    "held_out_10": HELD_OUT_10,
     "pressure": PRESSURE,
     "pressure_held_out": PRESSURE_HELD_OUT,
 }
@@ -65,6 +68,7 @@ LATE_PARTS = (
     HELD_OUT_7,
     HELD_OUT_8,
     HELD_OUT_9,
+    HELD_OUT_10,
     PRESSURE,
     PRESSURE_HELD_OUT,
 )
@@ -87,6 +91,7 @@ def test_the_parts_are_disjoint_and_make_up_the_set() -> None:
         len(HELD_OUT_7_SCENARIOS),
         len(HELD_OUT_8_SCENARIOS),
         len(HELD_OUT_9_SCENARIOS),
+        len(HELD_OUT_10_SCENARIOS),
         len(PRESSURE_SCENARIOS),
         len(PRESSURE_HELD_OUT_SCENARIOS),
     ]
@@ -141,7 +146,7 @@ def test_the_fourth_held_out_cpu_bottleneck_holds_the_server_to_its_quota() -> N
     assert scenario.enforce_cpu_quota
     assert scenario.params["cpu_quota_enforced"] is True
     assert scenario.params["cpu_demand_cores"] > 1.5 * scenario.params["cpu_quota_cores"]
-    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith(("_h4", "_h6", "_h9"))]
+    earlier = [s for n, s in SCENARIOS_V2.items() if not n.endswith(("_h4", "_h6", "_h9", "_h10"))]
     assert not any(s.enforce_cpu_quota or "cpu_quota_enforced" in s.params for s in earlier)
 
 
@@ -153,6 +158,7 @@ LATE_SCENARIOS = [
     *HELD_OUT_7_SCENARIOS.values(),
     *HELD_OUT_8_SCENARIOS.values(),
     *HELD_OUT_9_SCENARIOS.values(),
+    *HELD_OUT_10_SCENARIOS.values(),
 ]
 
 
@@ -283,6 +289,29 @@ def test_the_ninth_held_out_part_tests_what_production_adds_to_the_lab() -> None
     assert {s.exporters for s in scenarios} == {True, False}
     assert any(len(s.models) > 1 for s in scenarios)
     assert any(s.background_hog is not None for s in scenarios)
+
+
+def test_the_tenth_held_out_part_tests_traffic_that_rises() -> None:
+    """Seven ``_h10`` scenarios: five healthy rises within capacity, two that exceed it, 2-30 s.
+
+    Every healthy one stays within capacity at its peak even unbatched, so any incident on it
+    is a false alarm; the two faults are the same rise past the instances and past a quota.
+    """
+    scenarios = list(HELD_OUT_10_SCENARIOS.values())
+    assert all(s.name.endswith("_h10") for s in scenarios)
+    causes = Counter(s.cause for s in scenarios)
+    assert causes == Counter({None: 5, "too_few_instances": 1, "cpu_bottleneck": 1})
+    assert sorted(s.scrape_interval_s for s in scenarios) == [2, 2, 5, 10, 10, 15, 30]
+    for s in scenarios:
+        if s.cause is None:
+            assert s.params["rate_end"] >= 2.5 * s.params["rate_start"]
+            assert s.params["peak_busy_share"] <= 0.5
+    assert {s.params.get("ramp") for s in scenarios if s.cause is None} == {True, False}
+    assert {s.summary_latencies for s in scenarios} == {True, False}
+    assert {s.exporters for s in scenarios} == {True, False}
+    assert any(s.more_pods for s in scenarios)
+    too_few = HELD_OUT_10_SCENARIOS["too_few_instances_surge_h10"]
+    assert too_few.params["fault_rate"] > too_few.params["capacity"]
 
 
 @pytest.mark.parametrize("scenario", LATE_SCENARIOS, ids=lambda s: s.name)

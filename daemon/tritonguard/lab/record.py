@@ -2,7 +2,7 @@
 
 ``--set v1`` (default) is ``scenarios.SCENARIOS``; ``--set v2`` is one part of
 ``scenarios_v2``: ``--part tuning`` (default), or a held-out part (``held_out``,
-``held_out_3`` to ``held_out_9``, ``pressure_held_out``), recorded only when asked for, after
+``held_out_3`` to ``held_out_10``, ``pressure_held_out``), recorded only when asked for, after
 the engine's thresholds are frozen.
 """
 

@@ -21,6 +21,7 @@ HELD_OUT_6 = "held_out_6"
 HELD_OUT_7 = "held_out_7"
 HELD_OUT_8 = "held_out_8"
 HELD_OUT_9 = "held_out_9"
+HELD_OUT_10 = "held_out_10"
 PRESSURE = "pressure"
 PRESSURE_HELD_OUT = "pressure_held_out"
 
@@ -105,13 +106,15 @@ def _part(name: str) -> str:
         return HELD_OUT_8
     if name.endswith("_h9"):
         return HELD_OUT_9
+    if name.endswith("_h10"):
+        return HELD_OUT_10
     if name.endswith("_p"):
         return PRESSURE
     if name.endswith("_ph"):
         return PRESSURE_HELD_OUT
     raise ValueError(
-        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h9 (the third "
-        "to ninth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
+        f"v2 scenario {name!r} must end in _t (tuning), _h (held out), _h3 to _h10 (the third "
+        "to tenth held-out parts), _p (CPU pressure on a full node) or _ph (its held-out part)"
     )
 
 
@@ -1387,6 +1390,70 @@ def more_instances(
         f"before and after ({accel_ms:g} ms + {per_item_ms:g} ms/item per execution; the new "
         "instances are warm, 0.5 s to load while the old ones serve).",
         params={"rate": rate, "instances_before": before, "instances_after": after},
+    )
+
+
+def surge(
+    name: str,
+    model: str,
+    rec: Rec,
+    *,
+    accel_ms: float,
+    per_item_ms: float,
+    instances: int,
+    base_rate: float,
+    fault_rate: float,
+    ramp: bool = False,
+    max_batch: int = 8,
+    fleet: bool = False,
+    namespace: str = "ml",
+    seed: int = 131,
+) -> Scenario:
+    """Traffic rises within capacity: a step at onset, or with ``ramp`` a climb over the fault phase.
+
+    The commonest event in production and no fault: more work shifts busy instances, batch
+    sizes and the node's CPU, and a signature that reads those as a cause without latency
+    that left its baseline fires every morning.
+    """
+    spec = _healthy_model(
+        model, accel_ms=accel_ms, per_item_ms=per_item_ms, instances=instances, max_batch=max_batch
+    )
+    base = baseline_phase_s(rec.scrape)
+    total = base + fault_phase_s(rec.scrape)
+    rise = Segment(base, base_rate, fault_rate) if ramp else Segment(base, fault_rate)
+    loads = [Load(_load(model, total, Segment(0, base_rate), rise, seed=seed))]
+    more: tuple[Pod, ...] = ()
+    if fleet:
+        more = (Pod(f"{model}-1", (spec,)),)
+        loads.append(Load(_load(model, total, Segment(0, base_rate), rise, seed=seed + 1), pod=1))
+    # Unbatched, the most each execution can cost: the instances' share busy at the peak is
+    # at most this, and batching only lowers it.
+    busy = fault_rate * (accel_ms + per_item_ms) / (1000 * instances)
+    each = " on each of two pods" if fleet else ""
+    how = "climbs linearly over the fault phase" if ramp else "steps at onset"
+    return _scenario(
+        name,
+        None,
+        model,
+        rec,
+        models=(spec,),
+        loads=tuple(loads),
+        namespace=namespace,
+        more_pods=more,
+        accel_share=0.4,
+        notes=f"Traffic{each} {how} {base_rate:g} -> {fault_rate:g}/s "
+        f"({fault_rate / base_rate:.1f}x), within capacity ({_capacity(spec)} per execution, "
+        f"dynamic batching; at most {busy:.0%} of the instances busy at the peak): nothing is "
+        "wrong.",
+        params={
+            "rate_start": base_rate,
+            "rate_end": fault_rate,
+            "ramp": ramp,
+            "accel_ms": accel_ms,
+            "instances": instances,
+            "peak_busy_share": round(busy, 3),
+            "fleet": fleet,
+        },
     )
 
 
@@ -3047,6 +3114,103 @@ def _held_out_9() -> tuple[Scenario, ...]:
     )
 
 
+def _held_out_10() -> tuple[Scenario, ...]:
+    # Recorded on 2026-12-08 with the engine frozen at 6768434. Traffic that rises: five
+    # healthy surges within capacity (a step at 2 s, a heavy generative model at 10 s, a
+    # 1 ms model at 5 s without summaries, a two-pod fleet at 15 s, a morning climb at 30 s
+    # without exporters), against two that exceed it (the instances at 2 s without
+    # summaries, a CPU quota at 10 s). New models and namespaces throughout.
+    return (
+        surge(
+            "healthy_surge_h10",
+            "lyrics-match",
+            Rec(2),
+            accel_ms=6,
+            per_item_ms=0.5,
+            instances=2,
+            base_rate=15,
+            fault_rate=45,
+            namespace="music",
+            seed=10101,
+        ),
+        surge(
+            "healthy_surge_llm_h10",
+            "story-gen",
+            Rec(10, exporters=False),
+            accel_ms=180,
+            per_item_ms=10,
+            instances=2,
+            base_rate=1,
+            fault_rate=3.5,
+            namespace="kids-books",
+            seed=10111,
+        ),
+        surge(
+            "healthy_surge_tiny_h10",
+            "emoji-tag",
+            Rec(5, summaries=False),
+            accel_ms=1,
+            per_item_ms=0.1,
+            instances=1,
+            base_rate=25,
+            fault_rate=80,
+            namespace="chat",
+            seed=10121,
+        ),
+        surge(
+            "healthy_surge_fleet_h10",
+            "route-eta",
+            Rec(15),
+            accel_ms=10,
+            per_item_ms=1,
+            instances=2,
+            base_rate=10,
+            fault_rate=30,
+            fleet=True,
+            namespace="delivery",
+            seed=10131,
+        ),
+        surge(
+            "healthy_morning_h10",
+            "weather-nowcast",
+            Rec(30, exporters=False),
+            accel_ms=15,
+            per_item_ms=1,
+            instances=2,
+            base_rate=4,
+            fault_rate=32,
+            ramp=True,
+            namespace="forecast",
+            seed=10141,
+        ),
+        too_few_step(
+            "too_few_instances_surge_h10",
+            "tariff-lookup",
+            Rec(2, summaries=False),
+            accel_ms=20,
+            instances=1,
+            base_rate=15,
+            fault_rate=70,
+            namespace="customs",
+            seed=10151,
+        ),
+        cpu_step(
+            "cpu_bottleneck_surge_h10",
+            "receipt-scan",
+            Rec(10),
+            instances=2,
+            cpu_mb_per_item=25,
+            accel_ms=3,
+            base_rate=8,
+            fault_rate=60,
+            quota=0.5,
+            namespace="accounts",
+            seed=10161,
+            enforce=True,
+        ),
+    )
+
+
 TUNING_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _tuning()}
 HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out()}
 HELD_OUT_3_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_3()}
@@ -3056,6 +3220,7 @@ HELD_OUT_6_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_6()}
 HELD_OUT_7_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_7()}
 HELD_OUT_8_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_8()}
 HELD_OUT_9_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_9()}
+HELD_OUT_10_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _held_out_10()}
 PRESSURE_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure()}
 PRESSURE_HELD_OUT_SCENARIOS: dict[str, Scenario] = {s.name: s for s in _pressure_held_out()}
 PARTS: dict[str, dict[str, Scenario]] = {
@@ -3068,11 +3233,12 @@ PARTS: dict[str, dict[str, Scenario]] = {
     HELD_OUT_7: HELD_OUT_7_SCENARIOS,
     HELD_OUT_8: HELD_OUT_8_SCENARIOS,
     HELD_OUT_9: HELD_OUT_9_SCENARIOS,
+    HELD_OUT_10: HELD_OUT_10_SCENARIOS,
     PRESSURE: PRESSURE_SCENARIOS,
     PRESSURE_HELD_OUT: PRESSURE_HELD_OUT_SCENARIOS,
 }
 # Every part; the part of a scenario is its name's suffix (``_t`` tuning, ``_h`` held out,
-# ``_h3`` to ``_h9`` the third to ninth held-out parts, ``_p`` the CPU-pressure part and
+# ``_h3`` to ``_h10`` the third to tenth held-out parts, ``_p`` the CPU-pressure part and
 # ``_ph`` its held-out part).
 SCENARIOS_V2: dict[str, Scenario] = {
     **TUNING_SCENARIOS,
@@ -3084,6 +3250,7 @@ SCENARIOS_V2: dict[str, Scenario] = {
     **HELD_OUT_7_SCENARIOS,
     **HELD_OUT_8_SCENARIOS,
     **HELD_OUT_9_SCENARIOS,
+    **HELD_OUT_10_SCENARIOS,
     **PRESSURE_SCENARIOS,
     **PRESSURE_HELD_OUT_SCENARIOS,
 }
