@@ -159,13 +159,49 @@ def test_open_and_close_confidence_gate_every_alert() -> None:
 def test_for_and_keep_firing_for_follow_the_incident_book(
     interval: float, overrides: dict[str, Any], hold: str | None, keep: str
 ) -> None:
-    """`for:` is the engine's hold before opening; `keep_firing_for:` its wait before resolving."""
+    """`for:` is the engine's hold before opening; `keep_firing_for:` its wait before resolving.
+
+    model_reload holds in its expression instead (a settled count opens at once), so it has
+    no `for:` of its own.
+    """
     group = rule_group(Thresholds(**overrides), interval)
     alerts = [r for r in group["rules"] if "alert" in r]
     assert len(alerts) == len(CAUSES)
     for rule in alerts:
-        assert rule.get("for") == hold
+        assert rule.get("for") == (None if rule["labels"]["cause"] == "model_reload" else hold)
         assert rule["keep_firing_for"] == keep.replace("1m30s", "90s")
+
+
+@pytest.mark.parametrize(
+    ("interval", "overrides", "count", "reach"),
+    [
+        (2.0, {}, 2, "3s"),  # for: 2s is this evaluation and the one before
+        (5.0, {"hold_s": 20.0}, 5, "22500ms"),
+        (5.0, {"hold_s": 12.0}, 4, "17500ms"),  # for: 12s fires at the fourth: 15 s after
+        (5.0, {"hold_evaluations": 4}, 4, "17500ms"),
+    ],
+)
+def test_reload_churn_holds_in_its_expression_unless_its_count_is_settled(
+    interval: float, overrides: dict[str, Any], count: int, reach: str
+) -> None:
+    """model_reload opens at once on a signed count at reload_min_events, else after the hold.
+
+    The hold counts the recorded opening condition over as many evaluations as `for:` would
+    wait for; at coarse scrapes, where one evaluation holds, it keeps the plain condition.
+    """
+    t = Thresholds(**overrides)
+    rules = compile_rules(t, interval)
+    alert = _alerts(rules)["model_reload"]
+    assert alert.for_s == 0
+    recorded = [r for r in rules if r.record == f"{PREFIX}:opening"]
+    assert [r.labels for r in recorded] == [{"cause": "model_reload"}]
+    assert rules.index(recorded[0]) < rules.index(alert)
+    held = f'count_over_time({PREFIX}:opening{{cause="model_reload"}}[{reach}]) >= {count}'
+    assert held in alert.expr
+    assert f"{PREFIX}:reloads_signed >= {t.reload_min_events}" in alert.expr
+    coarse = compile_rules(t, 30.0)
+    assert _alerts(coarse)["model_reload"].for_s == 0
+    assert not any(r.record == f"{PREFIX}:opening" for r in coarse)
 
 
 def test_the_group_runs_at_the_scrape_interval_over_the_engines_window() -> None:

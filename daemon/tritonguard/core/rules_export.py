@@ -1286,10 +1286,11 @@ class _Builder:
                 tail,
                 f"(time() * {known(cond)}) unless on ({BY}) ({PREFIX}:born_at or {stalled})",
             )
-        onsets = zero_if_absent(f"count_over_time({PREFIX}:reload_onset[{period}])")
+        signed = f"{PREFIX}:reloads_signed"
+        self.record(signed, zero_if_absent(f"count_over_time({PREFIX}:reload_onset[{period}])"))
         tails = zero_if_absent(f"count_over_time({tail}[{period}])")
         # n scrapes with cold executions in the tail are n - 1 reloads (one may spill over).
-        self.record(f"{PREFIX}:reloads", f"{onsets} >= ({tails} - 1) or ({tails} - 1)")
+        self.record(f"{PREFIX}:reloads", f"{signed} >= ({tails} - 1) or ({tails} - 1)")
         self.record(
             f"{PREFIX}:recent_reload_sign",
             known(
@@ -1678,6 +1679,7 @@ class _Builder:
                 f"{mine} >= {num(t.close_confidence)} and on ({BY}) "
                 f'ALERTS{{alertname="{alert_name(cause)}", alertstate="firing"}}'
             )
+            opening, for_s = self._held(cause, opening)
             text = CAUSE_TEXT[cause]
             annotations = {
                 "summary": (
@@ -1698,10 +1700,32 @@ class _Builder:
                     alert=alert_name(cause),
                     labels={"cause": cause},
                     annotations=annotations,
-                    for_s=w.hold_s,
+                    for_s=for_s,
                     keep_firing_for_s=w.resolve_s,
                 )
             )
+
+    def _held(self, cause: str, opening: str) -> tuple[str, float]:
+        """Return an alert's opening condition and its ``for:``: the engine's hold.
+
+        Reload churn counted from finished signs (``Finding.settled``) opens at once in the
+        engine, while its periodic and compute-tail readings wait out the hold like every
+        other cause. One ``for:`` cannot do both, so model_reload's hold is in its expression:
+        the opening condition, recorded, held at each of the evaluations ``for:`` would ask
+        for, unless the signed count already reaches ``reload_min_events``.
+        """
+        w = self.w
+        if cause != "model_reload" or w.hold_s <= 0:
+            return opening, w.hold_s
+        recorded = f"{PREFIX}:opening"
+        self.record(recorded, opening, {"cause": cause})
+        # ``for: H`` fires at the first evaluation at least H after the first true one: every
+        # evaluation in the last ceil(H / interval) intervals, and this one, held.
+        spans = math.ceil(w.hold_s / w.interval_s - 1e-9)
+        reach = duration((spans + 0.5) * w.interval_s)
+        held = f'count_over_time({recorded}{{cause="{cause}"}}[{reach}]) >= {spans + 1}'
+        settled = f"{PREFIX}:reloads_signed >= {self.t.reload_min_events}"
+        return f"({opening}) and on ({BY}) ({settled} or {held})", 0.0
 
     # ---- 7. healthy history -----------------------------------------------------------
     def healthy(self) -> None:
