@@ -365,6 +365,30 @@ def test_the_rules_name_a_scale_out_pods_cold_start_as_the_engine_does(
     assert got["cold_start"] == pytest.approx(case.onset_s + engine.delay_s, abs=case.interval_s)
 
 
+def test_a_backlog_that_fills_the_instances_is_no_batcher_on_the_rules_fast_path(
+    tmp_path: Path,
+) -> None:
+    """On the fast path the rules read busy instances in the newest scrapes, as the engine does.
+
+    ``too_few_instances_surge_h10`` (2 s scrapes, the tenth held-out part): traffic steps from
+    15 to 70/s on one 20 ms instance without a batcher. The first slow scrapes are read on the
+    fast path while the full window still holds the healthy scrapes before the step, so its
+    busy instances read 0.42-0.51 (under ``busy_idle``) where the newest scrapes read 0.68-0.98.
+    The engine reads the short window there and names nothing until too_few_instances at
+    +10 s; the rules read the full window and named batching_delay at +8 s, a cure (lower the
+    batcher's delay) for a model with no batcher. Now too_few_instances fires first and alone,
+    at +26 s: the rules still read saturation on the full window, so later than the engine.
+    """
+    directory = TRACES.parent / "traces_v2" / "held_out_10"
+    case = load_case("too_few_instances_surge_h10", directory=directory)
+    got, output = fire(case, tmp_path)
+    engine = score("too_few_instances_surge_h10", directory, "native")
+    assert engine.verdict == "right" and engine.delay_s is not None
+    assert set(got) == {"too_few_instances"}, output
+    # Later than the engine (+26 s against +10 s): saturation is read on the full window.
+    assert case.onset_s + engine.delay_s <= got["too_few_instances"] <= case.deadline_s, output
+
+
 def test_a_node_full_before_the_onset_is_no_contention_in_the_rules(tmp_path: Path) -> None:
     """The rules judge the node against the window before the shift too, as the engine does.
 

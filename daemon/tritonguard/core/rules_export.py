@@ -1164,6 +1164,15 @@ class _Builder:
         self.record(
             f"{PREFIX}:symptom_fast", known(f"({' or '.join(parts)}) and on ({BY}) ({requests})")
         )
+        # The short window's busy instances, which the engine's fast path reads where the
+        # full window still mixes in the healthy scrapes before the onset: a backlog that
+        # filled the instances at the onset reads half busy on the full window.
+        scrape_busy = f"{series('busy_instances')}:scrape"
+        self.record(
+            scrape_busy,
+            f"{_f('scrape_compute_per_exec_us')} / 1e6 * {_irate('nv_inference_exec_count')}",
+        )
+        self.record(f"{series('busy_instances')}:newest", f"avg_over_time({scrape_busy}[{newest}])")
 
     def recurrence(self) -> None:
         t, w = self.t, self.w
@@ -1334,6 +1343,7 @@ class _Builder:
         gate = (
             f"{sust} and on ({BY}) ({f('queue_share')} >= {num(t.queue_share_high)}) "
             f"and on ({BY}) ({f('busy_instances')} < {num(t.busy_idle)}) "
+            f"{self._idle_on_the_fast_path()}"
             # A growing backlog is not a batcher waiting.
             f"unless on ({BY}) ({f('pending_change')} > 4 * clamp_min({f('pending')}, 1) "
             f"and on ({BY}) {f('busy_instances')} > 0) "
@@ -1351,6 +1361,21 @@ class _Builder:
             (0.05, f"{f('queue_share')} >= 0.6"),
         )
         return gate, score
+
+    def _idle_on_the_fast_path(self) -> str:
+        """Return batching_delay's veto on the fast path: instances busy in the newest scrapes.
+
+        Read on the fast path alone, its instances must be idle in the newest scrapes too, as
+        the engine reads them there: a batcher leaves them idle in every scrape. Nothing
+        where there is no fast path (the short window is no shorter than the full one).
+        """
+        t, w = self.t, self.w
+        if t.fast_scrapes * w.interval_s >= w.window_s:
+            return ""
+        return (
+            f"unless on ({BY}) (({series('busy_instances')}:newest >= {num(t.busy_idle)}) "
+            f"unless on ({BY}) {PREFIX}:symptom_sustained) "
+        )
 
     def _too_few_instances(self) -> tuple[str, str]:
         t = self.t
