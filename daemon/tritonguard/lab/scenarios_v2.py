@@ -174,6 +174,21 @@ def _load(
     )
 
 
+def _traffic(
+    spec: ModelSpec, total: float, *segments: Segment, fleet: bool, seed: int, **kw: Any
+) -> tuple[tuple[Load, ...], tuple[Pod, ...]]:
+    """Return a model's traffic on its pod and, with ``fleet``, the same on a second pod.
+
+    The second pod serves ``spec`` as it was before any onset, with traffic of its own
+    (``seed + 1``); the onset's action reaches the first pod only.
+    """
+    first = Load(_load(spec.name, total, *segments, seed=seed, **kw))
+    if not fleet:
+        return (first,), ()
+    second = Load(_load(spec.name, total, *segments, seed=seed + 1, **kw), pod=1)
+    return (first, second), (Pod(f"{spec.name}-1", (spec,)),)
+
+
 def _deploy(spec: ModelSpec, pod: int = 0) -> Action:
     async def action(run: LabRun) -> None:
         await run.deploy(spec, pod)
@@ -307,25 +322,9 @@ def batching_delay(
     after = before.with_(dynamic_batching=_db(delay_us, max_batch))
     total = baseline_phase_s(rec.scrape) + fault_phase_s(rec.scrape)
     shape = (client_batch, 16)
-    loads = [
-        Load(_load(model, total, Segment(0, rate), shape=shape, seed=seed, burstiness=burstiness))
-    ]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (before,)),)
-        loads.append(
-            Load(
-                _load(
-                    model,
-                    total,
-                    Segment(0, rate),
-                    shape=shape,
-                    seed=seed + 1,
-                    burstiness=burstiness,
-                ),
-                pod=1,
-            )
-        )
+    loads, more = _traffic(
+        before, total, Segment(0, rate), fleet=fleet, shape=shape, seed=seed, burstiness=burstiness
+    )
     where = "on the first of two pods (a canary; the second keeps the old config)" if fleet else ""
     return _scenario(
         name,
@@ -333,7 +332,7 @@ def batching_delay(
         model,
         rec,
         models=(before,),
-        loads=tuple(loads),
+        loads=loads,
         onset=_deploy(after),
         bystanders=bystanders,
         pod=pod,
@@ -577,11 +576,7 @@ def new_version(
         warmup=cold_execs if warmup else 0,
     )
     total = baseline_phase_s(rec.scrape) + fault_phase_s(rec.scrape)
-    loads = [Load(_load(model, total, Segment(0, rate), seed=seed))]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (v1,)),)
-        loads.append(Load(_load(model, total, Segment(0, rate), seed=seed + 1), pod=1))
+    loads, more = _traffic(v1, total, Segment(0, rate), fleet=fleet, seed=seed)
     what = f"with model_warmup (count {cold_execs})" if warmup else "without model_warmup"
     where = " on the first of two pods (a canary)" if fleet else ""
     return _scenario(
@@ -590,7 +585,7 @@ def new_version(
         model,
         rec,
         models=(v1,),
-        loads=tuple(loads),
+        loads=loads,
         onset=_deploy(v2),
         bystanders=bystanders,
         pod=pod,
@@ -1076,11 +1071,7 @@ def reload_api(
         max_batch=max_batch,
     )
     total = baseline_phase_s(rec.scrape) + fault_phase_s(rec.scrape)
-    loads = [Load(_load(model, total, Segment(0, rate), seed=seed))]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (spec,)),)
-        loads.append(Load(_load(model, total, Segment(0, rate), seed=seed + 1), pod=1))
+    loads, more = _traffic(spec, total, Segment(0, rate), fleet=fleet, seed=seed)
     where = " on the first of two pods (the second is left alone)" if fleet else ""
     return _scenario(
         name,
@@ -1088,7 +1079,7 @@ def reload_api(
         model,
         rec,
         models=(spec,),
-        loads=tuple(loads),
+        loads=loads,
         onset=_api_reloads(spec, every_s),
         namespace=namespace,
         more_pods=more,
@@ -1312,16 +1303,9 @@ def night(
     )
     base = baseline_phase_s(rec.scrape)
     total = base + fault_phase_s(rec.scrape)
-    loads = [Load(_load(model, total, Segment(0, start), Segment(base, start, end), seed=seed))]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (spec,)),)
-        loads.append(
-            Load(
-                _load(model, total, Segment(0, start), Segment(base, start, end), seed=seed + 1),
-                pod=1,
-            )
-        )
+    loads, more = _traffic(
+        spec, total, Segment(0, start), Segment(base, start, end), fleet=fleet, seed=seed
+    )
     each = " on each of two pods" if fleet else ""
     return _scenario(
         name,
@@ -1329,7 +1313,7 @@ def night(
         model,
         rec,
         models=(spec,),
-        loads=tuple(loads),
+        loads=loads,
         namespace=namespace,
         more_pods=more,
         accel_share=0.4,
@@ -1366,11 +1350,7 @@ def more_instances(
         init_ms=500,
     )
     total = baseline_phase_s(rec.scrape) + fault_phase_s(rec.scrape)
-    loads = [Load(_load(model, total, Segment(0, rate), seed=seed))]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (spec,)),)
-        loads.append(Load(_load(model, total, Segment(0, rate), seed=seed + 1), pod=1))
+    loads, more = _traffic(spec, total, Segment(0, rate), fleet=fleet, seed=seed)
     where = " on the first of two pods" if fleet else ""
     return _scenario(
         name,
@@ -1378,7 +1358,7 @@ def more_instances(
         model,
         rec,
         models=(spec,),
-        loads=tuple(loads),
+        loads=loads,
         onset=_deploy(spec.with_(instance_count=after)),
         bystanders=bystanders,
         pod=pod,
@@ -1421,11 +1401,7 @@ def surge(
     base = baseline_phase_s(rec.scrape)
     total = base + fault_phase_s(rec.scrape)
     rise = Segment(base, base_rate, fault_rate) if ramp else Segment(base, fault_rate)
-    loads = [Load(_load(model, total, Segment(0, base_rate), rise, seed=seed))]
-    more: tuple[Pod, ...] = ()
-    if fleet:
-        more = (Pod(f"{model}-1", (spec,)),)
-        loads.append(Load(_load(model, total, Segment(0, base_rate), rise, seed=seed + 1), pod=1))
+    loads, more = _traffic(spec, total, Segment(0, base_rate), rise, fleet=fleet, seed=seed)
     # Unbatched, the most each execution can cost: the instances' share busy at the peak is
     # at most this, and batching only lowers it.
     busy = fault_rate * (accel_ms + per_item_ms) / (1000 * instances)
@@ -1437,7 +1413,7 @@ def surge(
         model,
         rec,
         models=(spec,),
-        loads=tuple(loads),
+        loads=loads,
         namespace=namespace,
         more_pods=more,
         accel_share=0.4,
