@@ -478,6 +478,21 @@ class Windows:
         return max(30.0, 3 * self.interval_s)
 
     @property
+    def fast_span_s(self) -> float:
+        """The fast path's short window (``symptoms.fast_symptom``): ``fast_scrapes`` scrapes."""
+        return self.t.fast_scrapes * self.interval_s
+
+    @property
+    def has_fast_path(self) -> bool:
+        """Whether the short window is shorter than the full one: else there is no fast path."""
+        return self.fast_span_s < self.window_s
+
+    @property
+    def newest_range(self) -> str:
+        """The range over the fast path's newest scrapes, as many points as it holds."""
+        return duration(self.fast_span_s - self.interval_s / 2)
+
+    @property
     def hold_s(self) -> float:
         """The ``for:`` of every alert: the engine's hold before an incident opens.
 
@@ -1077,7 +1092,7 @@ class _Builder:
                 f"{_base('compute_per_inference_us')}"
             ),
         )
-        newest = duration(t.fast_scrapes * w.interval_s - w.interval_s / 2)
+        newest = w.newest_range
         calm = f"{PREFIX}:calm"
         self.record(
             calm,
@@ -1141,14 +1156,14 @@ class _Builder:
         """``symptoms.fast_symptom``: most of the newest scrapes beyond the baseline's noise.
 
         Only where the short window is shorter than the full one. Unlike the engine, the
-        signatures then still read the full window's features; the short window changes only
-        the symptom they need.
+        signatures then still read the full window's features, but for batching_delay's idle
+        instances (``_idle_on_the_fast_path``); the short window changes only the symptom
+        they need.
         """
         t, w = self.t, self.w
-        span = t.fast_scrapes * w.interval_s
-        if span >= w.window_s:
+        if not w.has_fast_path:
             return
-        newest = duration(span - w.interval_s / 2)
+        newest = w.newest_range
         parts = []
         for name in ("scrape_latency_us", "scrape_queue_us"):
             flags = f"{series(name)}:abnormal"
@@ -1370,7 +1385,7 @@ class _Builder:
         where there is no fast path (the short window is no shorter than the full one).
         """
         t, w = self.t, self.w
-        if t.fast_scrapes * w.interval_s >= w.window_s:
+        if not w.has_fast_path:
             return ""
         return (
             f"unless on ({BY}) (({series('busy_instances')}:newest >= {num(t.busy_idle)}) "
